@@ -1,0 +1,157 @@
+"""Caption decoding: batched greedy and beam search, each one `lax.while_loop`, over a step function.
+
+A step function maps (state, previous token, position) to next-token logits and a new state. `cached_step`
+keeps self-attention keys/values per layer and cross-attention keys/values computed once per image;
+`uncached_step` recomputes the whole prefix (the reference the cache must equal). An LSTM's carry is its state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from capjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+NEG_INF = -1e9
+State = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class StepFunctions:
+  """`init(inputs) -> state` (leading batch axis on every leaf); `step(state, token, i) -> (logits, state)`."""
+
+  init: Callable[[jax.Array], State]
+  step: Callable[[State, jax.Array, jax.Array], tuple[jax.Array, State]]
+
+
+def cached_step(model: nn.Module, params: Any) -> StepFunctions:
+  variables = {"params": params}
+
+  def init(inputs):
+    memory = model.apply(variables, inputs, method=model.encode)
+    return model.apply(variables, memory, method=model.init_cache)
+
+  def step(cache, token, i):
+    return model.apply(variables, cache, token, i, method=model.decode_step)
+
+  return StepFunctions(init, step)
+
+
+def uncached_step(model: nn.Module, params: Any, max_len: int) -> StepFunctions:
+  variables = {"params": params}
+
+  def init(inputs):
+    memory = model.apply(variables, inputs, method=model.encode)
+    return {"memory": memory, "prefix": jnp.full((inputs.shape[0], max_len), PAD_ID, jnp.int32)}
+
+  def step(state, token, i):
+    prefix = jax.lax.dynamic_update_slice_in_dim(state["prefix"], token[:, None], i, axis=1)
+    logits = model.apply(variables, state["memory"], prefix, method=model.decode)
+    return jax.lax.dynamic_index_in_dim(logits, i, axis=1, keepdims=False), {**state, "prefix": prefix}
+
+  return StepFunctions(init, step)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Greedy
+# ----------------------------------------------------------------------------------------------------------
+def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int) -> jax.Array:
+  """Argmax decoding: (B, max_len) token ids, EOS once then PAD. Stops when every row has ended."""
+  batch = inputs.shape[0]
+  out = jnp.full((batch, max_len), PAD_ID, jnp.int32)
+
+  def cond(carry):
+    i, _, _, done, _ = carry
+    return (i < max_len) & ~jnp.all(done)
+
+  def body(carry):
+    i, state, token, done, out = carry
+    logits, state = fns.step(state, token, i)
+    nxt = jnp.where(done, PAD_ID, jnp.argmax(logits, axis=-1).astype(jnp.int32))
+    out = jax.lax.dynamic_update_slice_in_dim(out, nxt[:, None], i, axis=1)
+    return i + 1, state, nxt, done | (nxt == EOS_ID), out
+
+  init = (jnp.int32(0), fns.init(inputs), jnp.full((batch,), BOS_ID, jnp.int32), jnp.zeros((batch,), bool), out)
+  return jax.lax.while_loop(cond, body, init)[-1]
+
+
+def greedy(model: nn.Module, params: Any, inputs: jax.Array, max_len: int) -> jax.Array:
+  return greedy_search(cached_step(model, params), inputs, max_len)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Beam search
+# ----------------------------------------------------------------------------------------------------------
+def length_penalty(length: jax.Array, alpha: float) -> jax.Array:
+  """GNMT's ((5 + length) / 6) ** alpha; scores are log-probabilities divided by it."""
+  return ((5.0 + length.astype(jnp.float32)) / 6.0) ** alpha
+
+
+def _tile(tree: State, k: int) -> State:
+  return jax.tree.map(lambda x: jnp.repeat(x, k, axis=0), tree)
+
+
+def _gather_beams(tree: State, beam_index: jax.Array, batch: int, old_k: int) -> State:
+  """Rows of a (batch * old_k, ...) tree picked per batch element by beam_index (batch, new_k)."""
+  def gather(x):
+    x = x.reshape(batch, old_k, *x.shape[1:])
+    y = jnp.take_along_axis(x, beam_index.reshape(batch, -1, *([1] * (x.ndim - 2))), axis=1)
+    return y.reshape(batch * beam_index.shape[1], *x.shape[2:])
+  return jax.tree.map(gather, tree)
+
+
+def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: int = 4,
+                alpha: float = 0.6) -> tuple[jax.Array, jax.Array]:
+  """The best sequence per image under log p / GNMT penalty: (tokens (B, max_len), scores (B,)).
+
+  Top-2k expansion keeps k live beams even when k candidates end; a finished hypothesis is scored with the
+  penalty of its length (EOS included). The loop exits when no live beam can beat the k-th finished one.
+  """
+  batch, k = inputs.shape[0], beam_size
+  state = _tile(fns.init(inputs), k)
+  live_seqs = jnp.full((batch, k, max_len), PAD_ID, jnp.int32)
+  live_logp = jnp.tile(jnp.asarray([0.0] + [NEG_INF] * (k - 1), jnp.float32), (batch, 1))
+  fin_seqs = jnp.full((batch, k, max_len), PAD_ID, jnp.int32)
+  fin_scores = jnp.full((batch, k), NEG_INF, jnp.float32)
+  last = jnp.full((batch * k,), BOS_ID, jnp.int32)
+  best_penalty = length_penalty(jnp.asarray(max_len), alpha)
+
+  def cond(carry):
+    i, _, _, live_logp, _, fin_scores, _ = carry
+    # Log-probabilities only fall, and the largest penalty is at max_len: an upper bound for live beams.
+    can_improve = jnp.any(live_logp[:, 0] / best_penalty > fin_scores[:, -1])
+    return (i < max_len) & can_improve
+
+  def body(carry):
+    i, state, last, live_logp, live_seqs, fin_scores, fin_seqs = carry
+    logits, state = fns.step(state, last, i)
+    vocab = logits.shape[-1]
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(batch, k, vocab)
+    cand = (live_logp[:, :, None] + logp).reshape(batch, k * vocab)
+    top_logp, top_index = jax.lax.top_k(cand, 2 * k)
+    parent, token = top_index // vocab, (top_index % vocab).astype(jnp.int32)
+    seqs = jnp.take_along_axis(live_seqs, parent[:, :, None], axis=1)
+    seqs = jax.lax.dynamic_update_slice_in_dim(seqs, token[:, :, None], i, axis=2)
+    ended = (token == EOS_ID) | (i == max_len - 1)
+    # Finished: merge the ended candidates with those kept so far, best k first.
+    new_fin = jnp.where(ended, top_logp / length_penalty(i + 1, alpha), NEG_INF)
+    all_scores = jnp.concatenate([fin_scores, new_fin], axis=1)
+    all_seqs = jnp.concatenate([fin_seqs, seqs], axis=1)
+    fin_scores, keep = jax.lax.top_k(all_scores, k)
+    fin_seqs = jnp.take_along_axis(all_seqs, keep[:, :, None], axis=1)
+    # Live: the best k candidates that did not end.
+    live_cand = jnp.where(ended, NEG_INF, top_logp)
+    live_logp, keep = jax.lax.top_k(live_cand, k)
+    live_seqs = jnp.take_along_axis(seqs, keep[:, :, None], axis=1)
+    state = _gather_beams(state, jnp.take_along_axis(parent, keep, axis=1), batch, k)
+    last = jnp.take_along_axis(token, keep, axis=1).reshape(batch * k)
+    return i + 1, state, last, live_logp, live_seqs, fin_scores, fin_seqs
+
+  init = (jnp.int32(0), state, last, live_logp, live_seqs, fin_scores, fin_seqs)
+  _, _, _, _, _, fin_scores, fin_seqs = jax.lax.while_loop(cond, body, init)
+  return fin_seqs[:, 0], fin_scores[:, 0]

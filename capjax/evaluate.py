@@ -1,0 +1,140 @@
+"""Evaluation of a captioner on a split: decode, score (CIDEr-D and friends, grounded metrics where the data
+carries objects), and write the metrics JSON, COCO-format predictions, a gallery PNG and a loss curve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+from absl import logging
+
+from capjax import sharding
+from capjax.data import pipeline
+from capjax.data.vocab import Vocabulary
+
+
+@dataclasses.dataclass
+class EvalResult:
+  metrics: dict[str, float]
+  predictions: list[str]
+  references: list[list[str]]
+  indices: list[int]
+  objects: list[list[dict[str, Any]]] | None
+  baseline: dict[str, Any] | None = None
+
+
+def _text(x) -> str:
+  return x.decode("utf-8") if isinstance(x, bytes) else str(x)
+
+
+def record_objects(record: dict[str, Any]) -> list[dict[str, Any]] | None:
+  """The ground-truth object list of a synthetic-scenes record, or None for datasets without one."""
+  objects = record.get("objects")
+  if objects is None:
+    return None
+  n = len(objects["shape"])
+  return [{k: (_text(v[i]) if k in ("shape", "colour", "size") else float(v[i])) for k, v in objects.items()}
+          for i in range(n)]
+
+
+def decode_split(setup, params, source, vocab: Vocabulary, config: ml_collections.ConfigDict,
+                 num_examples: int | None = None) -> tuple[list[int], list[str]]:
+  """Greedy captions for the first `num_examples` examples of `source` (all by default), in order."""
+  indices, captions = [], []
+  for batch in pipeline.eval_batches(source, config.dataset.image_size, config.eval.batch_size, num_examples):
+    index = batch.pop("index")
+    tokens = setup.decode(params, sharding.host_to_global(batch, setup.mesh)["image"])
+    tokens = sharding.global_batch_to_host(tokens)
+    all_index = sharding.global_batch_to_host(
+        sharding.host_to_global({"i": index}, setup.mesh)["i"])
+    for i, row in zip(all_index, tokens):
+      if i >= 0:
+        indices.append(int(i))
+        captions.append(vocab.decode(row))
+  return indices, captions
+
+
+def score(predictions: list[str], references: list[list[str]], objects: list | None,
+          full: bool) -> dict[str, float]:
+  """CIDEr-D always; with `full`, BLEU-1..4, ROUGE-L and METEOR (when Java runs) too; grounded metrics."""
+  from capjax.metrics import coco  # pylint: disable=g-import-not-at-top
+  refs = {i: r for i, r in enumerate(references)}
+  preds = {i: p for i, p in enumerate(predictions)}
+  metrics: dict[str, float] = {}
+  if full:
+    names = ["Bleu", "ROUGE_L", "CIDEr"] + (["METEOR"] if shutil.which("java") else [])
+    coco_metrics = coco.evaluate(refs, preds, metrics=tuple(names))
+    metrics.update({k: float(v) for k, v in coco_metrics.items()})
+    if "METEOR" not in metrics:
+      logging.warning("METEOR skipped: it needs Java (e.g. `apt-get install default-jre`).")
+    metrics["cider_d"] = metrics.pop("CIDEr")
+  else:
+    metrics["cider_d"] = float(coco.cider_d(refs, preds))
+  if objects is not None:
+    from capjax.metrics import grounded  # pylint: disable=g-import-not-at-top
+    metrics.update({k: float(v) for k, v in grounded.grounded_metrics(predictions, objects).items()})
+  return metrics
+
+
+def evaluate_split(setup, params, source, vocab: Vocabulary, config: ml_collections.ConfigDict,
+                   num_examples: int | None = None) -> EvalResult:
+  start = time.time()
+  indices, predictions = decode_split(setup, params, source, vocab, config, num_examples)
+  records = [source[i] for i in indices]
+  references = [[_text(c) for c in r["captions"]] for r in records]
+  objects = [record_objects(r) for r in records]
+  objects = None if any(o is None for o in objects) else objects
+  full = num_examples is None
+  metrics = score(predictions, references, objects, full=full)
+  baseline = None
+  if full:
+    caption = constant_caption(references)
+    baseline = {"caption": caption, "metrics": score([caption] * len(references), references, objects, full=True)}
+  logging.info("Decoded and scored %d examples in %.1fs", len(indices), time.time() - start)
+  return EvalResult(metrics, predictions, references, indices, objects, baseline)
+
+
+def constant_caption(references: list[list[str]]) -> str:
+  """The most frequent reference caption: the best a model that ignores the image could say verbatim."""
+  counts: dict[str, int] = {}
+  for refs in references:
+    for r in refs:
+      counts[r] = counts.get(r, 0) + 1
+  return max(sorted(counts), key=lambda c: counts[c])
+
+
+def write_outputs(result: EvalResult, workdir: str, split: str, step: int, config: ml_collections.ConfigDict,
+                  history_path: str | None = None) -> dict[str, str]:
+  """metrics JSON, COCO results JSON, gallery PNG and loss curve PNG; returns {kind: path}."""
+  if jax.process_index() != 0:
+    return {}
+  from capjax import gallery  # pylint: disable=g-import-not-at-top
+  out_dir = os.path.join(workdir, "eval", f"{split}_step{step}")
+  os.makedirs(out_dir, exist_ok=True)
+  paths = {
+      "metrics": os.path.join(out_dir, "metrics.json"),
+      "predictions": os.path.join(out_dir, "predictions.json"),
+      "gallery": os.path.join(out_dir, "gallery.png"),
+  }
+  with open(paths["metrics"], "w", encoding="utf-8") as f:
+    json.dump({"split": split, "step": step, "examples": len(result.predictions),
+               "metrics": result.metrics, "constant_caption_baseline": result.baseline}, f, indent=2)
+  with open(paths["predictions"], "w", encoding="utf-8") as f:
+    json.dump([{"image_id": i, "caption": c} for i, c in zip(result.indices, result.predictions)], f, indent=1)
+  source = pipeline.data_source(config.dataset, split)
+  n = min(config.eval.gallery_size, len(result.predictions))
+  images = [np.asarray(source[result.indices[k]]["image"]) for k in range(n)]
+  gallery.write_gallery(paths["gallery"], images, result.predictions[:n], result.references[:n],
+                        result.objects[:n] if result.objects else None)
+  if history_path and os.path.exists(history_path):
+    paths["loss_curve"] = os.path.join(out_dir, "loss_curve.png")
+    gallery.write_loss_curve(paths["loss_curve"], history_path)
+  return paths

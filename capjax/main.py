@@ -1,0 +1,80 @@
+"""Entry point: `python -m capjax.main --config=configs/t2t.py:shapes --workdir=DIR [--mode=train]`.
+
+Parses flags, starts multi-host JAX when asked (or when a cluster environment is detected), and dispatches.
+"""
+
+from __future__ import annotations
+
+import json
+import logging as pylogging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/t2t.py:shapes", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints, logs and evaluation outputs go.")
+_MODE = flags.DEFINE_enum("mode", "train", ["train"], "train: train (resuming), then evaluate the best checkpoint.")
+_DISTRIBUTED = flags.DEFINE_enum(
+    "distributed", "auto", ["auto", "on", "off"],
+    "Call jax.distributed.initialize(): 'auto' when a cluster is detected (Cloud TPU VM pods, SLURM, "
+    "JAX_COORDINATOR_ADDRESS), 'on' always, 'off' never (single process).")
+
+_CLUSTER_ENV = ("JAX_COORDINATOR_ADDRESS", "SLURM_JOB_ID", "TPU_WORKER_HOSTNAMES", "MEGASCALE_COORDINATOR_ADDRESS")
+
+
+def maybe_initialize_distributed(mode: str) -> None:
+  import jax  # pylint: disable=g-import-not-at-top
+  if mode == "off" or (mode == "auto" and not any(os.environ.get(k) for k in _CLUSTER_ENV)):
+    return
+  if jax.config.jax_platforms == "cpu" or os.environ.get("JAX_PLATFORMS") == "cpu":
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes need a collectives backend
+  if os.environ.get("JAX_COORDINATOR_ADDRESS") and os.environ.get("JAX_NUM_PROCESSES"):
+    jax.distributed.initialize(coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
+                               num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
+                               process_id=int(os.environ["JAX_PROCESS_ID"]))
+  else:
+    jax.distributed.initialize()
+  logging.info("JAX distributed: process %d of %d", jax.process_index(), jax.process_count())
+
+
+class _QuietLibraries(pylogging.Filter):
+  """Drops INFO chatter of orbax/grain/tfds (dozens of lines per checkpoint); warnings still show."""
+
+  _NOISY = (f"{os.sep}orbax{os.sep}", f"{os.sep}grain{os.sep}", f"{os.sep}tensorflow_datasets{os.sep}",
+            f"{os.sep}jax{os.sep}_src{os.sep}")
+
+  def filter(self, record: pylogging.LogRecord) -> bool:
+    return record.levelno >= pylogging.WARNING or not any(n in record.pathname for n in self._NOISY)
+
+
+def main(argv) -> None:
+  logging.get_absl_handler().addFilter(_QuietLibraries())
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if _CONFIG.value is None or _WORKDIR.value is None:
+    raise app.UsageError("--config and --workdir are required, e.g. "
+                         "--config=configs/t2t.py:shapes --workdir=workdir/shapes")
+  maybe_initialize_distributed(_DISTRIBUTED.value)
+  from capjax import train  # pylint: disable=g-import-not-at-top
+  from capjax.data.pipeline import DatasetNotBuiltError  # pylint: disable=g-import-not-at-top
+  try:
+    result = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  except DatasetNotBuiltError as e:
+    logging.error("%s", e)
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  print(json.dumps(result["metrics"], indent=2, sort_keys=True))
+  for kind, path in result["outputs"].items():
+    print(f"{kind}: {path}")
+
+
+def run() -> None:
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,38 @@
+"""Flax captioning models; `build(config, vocab_size)` is the one place a model is chosen from a config."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import ml_collections
+
+from capjax.models import encoders
+from capjax.models.t2t import T2T, T2TConfig
+
+MODELS = ("t2t",)
+ENCODERS = ("conv", "features")
+
+
+def build_encoder(config: ml_collections.ConfigDict) -> nn.Module:
+  name = config.name
+  if name == "conv":
+    return encoders.ConvGridEncoder(widths=tuple(config.widths), out_features=config.out_features)
+  if name == "features":
+    return encoders.FeatureGrid()
+  raise ValueError(f"model.encoder.name={name!r} is not one of {ENCODERS}")
+
+
+def build(config: ml_collections.ConfigDict, vocab_size: int) -> nn.Module:
+  """The captioner described by `config.model` over a vocabulary of `vocab_size` ids.
+
+  The embedding table is padded to a multiple of `model.vocab_multiple` rows so that tensor parallelism can
+  split it; the padding rows' logits are masked, so they are never predicted.
+  """
+  m = config.model
+  rows = -(-vocab_size // m.vocab_multiple) * m.vocab_multiple
+  if m.name == "t2t":
+    t2t = T2TConfig(
+        vocab_size=rows, num_words=vocab_size, d_model=m.d_model, num_heads=m.num_heads, mlp_dim=m.mlp_dim,
+        encoder_layers=m.encoder_layers, decoder_layers=m.decoder_layers,
+        max_len=config.max_caption_tokens + 1, dropout_rate=m.dropout_rate, grid=m.grid)
+    return T2T(t2t, build_encoder(m.encoder))
+  raise ValueError(f"model.name={m.name!r} is not one of {MODELS}")

@@ -1,0 +1,301 @@
+"""The training loop: state initialised on the mesh, the jitted train step, periodic evaluation, checkpoints.
+
+Read top to bottom: mesh, input, model and optimizer, sharded init, checkpoint restore, train loop, final eval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any
+
+import flax
+import flax.linen as nn
+import grain
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+from absl import logging
+from clu import metric_writers
+
+from capjax import evaluate as evaluate_lib
+from capjax import models
+from capjax import sharding
+from capjax.data import pipeline
+from capjax.data.vocab import PAD_ID, Vocabulary, build_vocabulary
+
+BEST_METRIC = "cider_d"
+
+
+@flax.struct.dataclass
+class TrainState:
+  step: jax.Array
+  params: Any
+  opt_state: Any
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Optimizer
+# ----------------------------------------------------------------------------------------------------------
+def learning_rate_schedule(config: ml_collections.ConfigDict) -> optax.Schedule:
+  o = config.optimizer
+  if o.schedule == "constant":
+    decay = optax.constant_schedule(o.learning_rate)
+  elif o.schedule == "cosine":
+    decay = optax.cosine_decay_schedule(o.learning_rate, max(config.num_train_steps - o.warmup_steps, 1))
+  else:
+    raise ValueError(f"optimizer.schedule={o.schedule!r}: use 'constant' or 'cosine'")
+  if o.warmup_steps <= 0:
+    return decay
+  warmup = optax.linear_schedule(0.0, o.learning_rate, o.warmup_steps)
+  return optax.join_schedules([warmup, decay], [o.warmup_steps])
+
+
+def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
+  """Adagrad as in the paper (TF's initial accumulator 0.1; optax puts eps=1e-7 inside the square root, where
+  next to an accumulator >= 0.1 it changes updates by < 1e-6 relative), or Adam for the demo."""
+  o = config.optimizer
+  lr = learning_rate_schedule(config)
+  if o.name == "adagrad":
+    opt = optax.adagrad(lr, initial_accumulator_value=o.initial_accumulator_value, eps=o.eps)
+  elif o.name == "adam":
+    opt = optax.adam(lr, b1=o.b1, b2=o.b2, eps=o.eps)
+  else:
+    raise ValueError(f"optimizer.name={o.name!r}: use 'adagrad' or 'adam'")
+  if o.grad_clip_norm:
+    opt = optax.chain(optax.clip_by_global_norm(o.grad_clip_norm), opt)
+  return opt
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Model state on the mesh
+# ----------------------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Setup:
+  """Everything a run needs besides data: model, optimizer, mesh, shardings and compiled functions."""
+
+  config: ml_collections.ConfigDict
+  model: nn.Module
+  tx: optax.GradientTransformation
+  mesh: jax.sharding.Mesh
+  state_shardings: Any
+  init: Any
+  train_step: Any
+  decode: Any
+
+
+def dummy_inputs(config: ml_collections.ConfigDict, batch: int) -> tuple[np.ndarray, np.ndarray]:
+  d = config.dataset
+  if config.model.encoder.name == "features":
+    images = np.zeros((batch, *d.feature_shape), np.float32)
+  else:
+    images = np.zeros((batch, d.image_size, d.image_size, 3), np.uint8)
+  return images, np.zeros((batch, config.max_caption_tokens + 1), np.int32)
+
+
+def loss_fn(model: nn.Module, params: Any, batch: dict[str, jax.Array], rng: jax.Array,
+            label_smoothing: float) -> tuple[jax.Array, jax.Array]:
+  """Mean token cross-entropy over non-PAD targets, and the number of those tokens."""
+  logits = model.apply({"params": params}, batch["image"], batch["inputs"], train=True, rngs={"dropout": rng})
+  vocab = logits.shape[-1]
+  targets = jax.nn.one_hot(batch["targets"], vocab)
+  if label_smoothing:
+    targets = targets * (1.0 - label_smoothing) + label_smoothing / vocab
+  loss = optax.softmax_cross_entropy(logits, targets)
+  mask = (batch["targets"] != PAD_ID).astype(jnp.float32)
+  tokens = mask.sum()
+  return (loss * mask).sum() / jnp.maximum(tokens, 1.0), tokens
+
+
+def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding.Mesh) -> Setup:
+  model = models.build(config, vocab_size)
+  tx = make_optimizer(config)
+  images, tokens = dummy_inputs(config, 1)
+
+  def init_fn(rng):
+    params = model.init(rng, images, tokens, train=False)["params"]
+    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
+
+  abstract = jax.eval_shape(init_fn, jax.random.key(0))
+  state_shardings = sharding.logical_to_shardings(mesh, nn.get_partition_spec(abstract))
+  init = jax.jit(lambda rng: nn.unbox(init_fn(rng)), out_shardings=state_shardings)
+  data_sharding = sharding.batch_sharding(mesh)
+  base_rng = jax.random.key(config.seed)
+
+  def train_step(state: TrainState, batch: dict[str, jax.Array]) -> tuple[TrainState, dict[str, jax.Array]]:
+    rng = jax.random.fold_in(base_rng, state.step)
+    grad_fn = jax.value_and_grad(
+        lambda p: loss_fn(model, p, batch, rng, config.label_smoothing), has_aux=True)
+    (loss, tokens), grads = grad_fn(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = {"loss": loss, "tokens": tokens, "grad_norm": optax.tree.norm(grads)}
+    return TrainState(state.step + 1, params, opt_state), metrics
+
+  from capjax import decode as decode_lib  # pylint: disable=g-import-not-at-top
+  max_len = config.max_caption_tokens + 1
+  decode = jax.jit(lambda params, images: decode_lib.greedy(model, params, images, max_len),
+                   in_shardings=(state_shardings.params, data_sharding),
+                   out_shardings=data_sharding)
+  train_step = jax.jit(train_step, in_shardings=(state_shardings, data_sharding),
+                       out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=0)
+  return Setup(config, model, tx, mesh, state_shardings, init, train_step, decode)
+
+
+def abstract_state(setup: Setup) -> Any:
+  """Shapes, dtypes and shardings of the train state, for restoring a checkpoint straight onto the mesh."""
+  shapes = jax.eval_shape(setup.init, jax.random.key(0))
+  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                      shapes, setup.state_shardings)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Checkpoints
+# ----------------------------------------------------------------------------------------------------------
+def checkpoint_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.CheckpointManager:
+  """Keeps the latest `keep_checkpoints` and the best by validation CIDEr-D (never deletes the newest)."""
+  policy = ocp.checkpoint_managers.AnyPreservationPolicy([
+      ocp.checkpoint_managers.LatestN(n=config.keep_checkpoints),
+      ocp.checkpoint_managers.BestN(get_metric_fn=lambda m: m[BEST_METRIC], n=1,
+                                    keep_checkpoints_without_metrics=False),
+  ])
+  options = ocp.CheckpointManagerOptions(
+      preservation_policy=policy, enable_async_checkpointing=config.async_checkpointing)
+  return ocp.CheckpointManager(os.path.join(os.path.abspath(workdir), "checkpoints"), options=options,
+                               item_names=("state", "data"))
+
+
+def best_step(mngr: ocp.CheckpointManager) -> int | None:
+  """The kept step with the highest validation CIDEr-D (the latest if none was evaluated)."""
+  scored = [(m[BEST_METRIC], step) for step in mngr.all_steps() if (m := mngr.metrics(step)) and BEST_METRIC in m]
+  return max(scored)[1] if scored else mngr.latest_step()
+
+
+def restore_state(mngr: ocp.CheckpointManager, step: int, setup: Setup,
+                  data_iter: grain.DatasetIterator | None = None) -> TrainState:
+  args = {"state": ocp.args.StandardRestore(abstract_state(setup))}
+  if data_iter is not None:
+    args["data"] = grain.checkpoint.CheckpointRestore(data_iter)
+  return mngr.restore(step, args=ocp.args.Composite(**args))["state"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Vocabulary
+# ----------------------------------------------------------------------------------------------------------
+def load_or_build_vocab(config: ml_collections.ConfigDict, workdir: str, train_source) -> Vocabulary:
+  """The vocabulary saved in the workdir, so evaluation and resumed runs reuse exactly the same ids."""
+  path = os.path.join(workdir, "vocab.txt")
+  if os.path.exists(path):
+    return Vocabulary.load(workdir)
+  vocab = build_vocabulary(pipeline.split_captions(train_source), config.vocab.min_count)
+  if jax.process_index() == 0:
+    vocab.save(workdir)
+  logging.info("Vocabulary: %d words (min count %d), saved to %s", len(vocab), config.vocab.min_count, path)
+  return vocab
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The run
+# ----------------------------------------------------------------------------------------------------------
+def _format_eta(seconds: float) -> str:
+  seconds = int(max(seconds, 0))
+  return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split."""
+  os.makedirs(workdir, exist_ok=True)
+  if config.debug_nans:
+    jax.config.update("jax_debug_nans", True)
+
+  # --- Set up Mesh ---
+  mesh = sharding.make_mesh(config)
+  logging.info("Mesh %s over %d devices (%s)", dict(mesh.shape), mesh.size, jax.devices()[0].platform)
+  for name, size in (("batch_size", config.batch_size), ("eval.batch_size", config.eval.batch_size)):
+    if size % mesh.shape["data"]:
+      raise ValueError(f"{name}={size} is not divisible by the mesh's data axis ({mesh.shape['data']}): "
+                       f"set --config.{name} to a multiple of it, or --config.mesh.data to a divisor.")
+
+  # --- Input Pipeline ---
+  train_source = pipeline.data_source(config.dataset, config.dataset.train_split)
+  vocab = load_or_build_vocab(config, workdir, train_source)
+  train_iter = pipeline.train_iterator(config, train_source, vocab)
+  val_source = pipeline.data_source(config.dataset, config.dataset.eval_split)
+
+  # --- Create Model & Optimizer, Shard & Transfer ---
+  setup = make_setup(config, len(vocab), mesh)
+  writer = metric_writers.create_default_writer(workdir, just_logging=jax.process_index() > 0)
+  mngr = checkpoint_manager(workdir, config)
+
+  # --- Load Checkpoint ---
+  latest = mngr.latest_step()
+  if latest is not None:
+    state = restore_state(mngr, latest, setup, train_iter)
+    logging.info("Resumed from step %d", latest)
+  else:
+    state = setup.init(jax.random.key(config.seed))
+    param_count = sum(x.size for x in jax.tree.leaves(state.params))
+    logging.info("Initialised %s with %s parameters", config.model.name, f"{param_count:,}")
+    writer.write_hparams({k: str(v) for k, v in config.to_dict().items()})
+
+  # --- Train Loop ---
+  history_path = os.path.join(workdir, "train_history.jsonl")
+  step = int(state.step)
+  total = config.num_train_steps
+  t_last, step_last = time.time(), step
+  while step < total:
+    batch = sharding.host_to_global(next(train_iter), mesh)
+    state, metrics = setup.train_step(state, batch)
+    step += 1
+    if step % config.log_every == 0 or step == total:
+      m = jax.device_get(metrics)
+      now = time.time()
+      steps_per_s = (step - step_last) / max(now - t_last, 1e-9)
+      record = {"step": step, "loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]),
+                "examples_per_s": steps_per_s * config.batch_size}
+      writer.write_scalars(step, {k: v for k, v in record.items() if k != "step"})
+      logging.info("step %d/%d  loss %.4f  %.1f examples/s  ETA %s", step, total, record["loss"],
+                   record["examples_per_s"], _format_eta((total - step) / max(steps_per_s, 1e-9)))
+      if jax.process_index() == 0:
+        with open(history_path, "a", encoding="utf-8") as f:
+          f.write(json.dumps(record) + "\n")
+      t_last, step_last = now, step
+    eval_now = step % config.eval_every == 0 or step == total
+    if eval_now:
+      result = evaluate_lib.evaluate_split(setup, state.params, val_source, vocab, config,
+                                           num_examples=config.eval.num_examples)
+      writer.write_scalars(step, {f"val/{k}": v for k, v in result.metrics.items()})
+      logging.info("step %d validation: %s", step, _fmt_metrics(result.metrics))
+      mngr.save(step, args=_save_args(state, train_iter), metrics={BEST_METRIC: float(result.metrics[BEST_METRIC])})
+    elif step % config.checkpoint_every == 0:
+      mngr.save(step, args=_save_args(state, train_iter))
+  mngr.wait_until_finished()
+  writer.flush()
+
+  # --- Final evaluation of the best checkpoint ---
+  best = best_step(mngr)
+  if best is not None and best != step:
+    state = restore_state(mngr, best, setup)
+  logging.info("Evaluating checkpoint of step %s on %s", best if best is not None else step,
+               config.dataset.test_split)
+  test_source = pipeline.data_source(config.dataset, config.dataset.test_split)
+  result = evaluate_lib.evaluate_split(setup, state.params, test_source, vocab, config)
+  outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split,
+                                       step=best if best is not None else step, config=config,
+                                       history_path=history_path)
+  mngr.close()
+  return {"metrics": result.metrics, "outputs": outputs}
+
+
+def _save_args(state: TrainState, data_iter: grain.DatasetIterator) -> ocp.args.Composite:
+  return ocp.args.Composite(state=ocp.args.StandardSave(state),
+                            data=grain.checkpoint.CheckpointSave(data_iter))
+
+
+def _fmt_metrics(metrics: dict[str, float]) -> str:
+  return "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))

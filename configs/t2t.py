@@ -1,0 +1,140 @@
+r"""The paper's T2T captioner (Sharma et al. 2018): 6+6 layers, d=512, 8 heads, tied embeddings, Adagrad 0.01.
+
+Variants (`--config=configs/t2t.py:VARIANTS`, comma separated):
+  (none) / 8x8   Conceptual Captions, Inception-ResNet-v2 features as an 8x8 grid (the paper's best model).
+  1x1            one pooled feature vector instead of the grid.
+  shapes         the embedded synthetic scenes dataset and a small model that trains in ~10 min on a CPU.
+  debug          local CPU debugging: tiny model, a few steps, NaN checks (combine with `shapes`).
+Plus `key=value` pairs: `steps=N`, `batch=N`. Any field can be overridden with `--config.field=value`.
+"""
+
+import ml_collections
+
+from capjax.config_util import parse_arg
+
+VARIANTS = ("8x8", "1x1", "shapes", "debug")
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  variants, values = parse_arg(arg, VARIANTS)
+  if {"8x8", "1x1"} <= variants:
+    raise ValueError("choose one of the 8x8 and 1x1 variants")
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+
+  # Data: Conceptual Captions with pre-extracted Inception-ResNet-v2 features.
+  c.dataset = ml_collections.ConfigDict()
+  c.dataset.name = "cc3m"                 # TFDS name; see capjax.data.pipeline.KNOWN_BUILDERS
+  c.dataset.builder_config = ""           # TFDS builder config, e.g. a feature variant
+  c.dataset.data_dir = ""                 # TFDS data dir ("" -> $TFDS_DATA_DIR or ~/tensorflow_datasets)
+  c.dataset.auto_build = False            # build on first use (only for datasets that need no download)
+  c.dataset.train_split = "train"
+  c.dataset.eval_split = "validation"     # picks the best checkpoint (validation CIDEr-D)
+  c.dataset.test_split = "test"
+  c.dataset.image_size = 299
+  c.dataset.feature_shape = (8, 8, 1536)  # for the `features` encoder
+  c.vocab = ml_collections.ConfigDict({"min_count": 4})  # rarer training-caption words -> <UNK>
+  c.max_caption_tokens = 15               # captions truncated to 15 words
+  c.augment = ml_collections.ConfigDict({"crop": False, "crop_min_scale": 0.5, "color": False})
+  c.input = ml_collections.ConfigDict({"num_threads": 2, "prefetch": 4})
+
+  # Model: tensor2tensor's transformer_base on visual tokens.
+  c.model = ml_collections.ConfigDict()
+  c.model.name = "t2t"
+  c.model.grid = "1x1" if "1x1" in variants else "8x8"
+  c.model.d_model = 512
+  c.model.num_heads = 8
+  c.model.mlp_dim = 2048
+  c.model.encoder_layers = 6
+  c.model.decoder_layers = 6
+  c.model.dropout_rate = 0.1
+  c.model.vocab_multiple = 64             # embedding rows padded to a multiple (the model axis must divide it)
+  c.model.encoder = ml_collections.ConfigDict({"name": "features", "widths": (32, 64, 128), "out_features": 128})
+
+  # Optimisation: Adagrad at 0.01, batch 25, as the paper.
+  c.batch_size = 25                       # global batch, split over the mesh's data axis
+  c.num_train_steps = 1_000_000
+  c.label_smoothing = 0.1
+  c.optimizer = ml_collections.ConfigDict()
+  c.optimizer.name = "adagrad"            # adagrad | adam
+  c.optimizer.learning_rate = 0.01
+  c.optimizer.schedule = "constant"       # constant | cosine (after warm-up)
+  c.optimizer.warmup_steps = 0
+  c.optimizer.initial_accumulator_value = 0.1  # TF's Adagrad default
+  c.optimizer.eps = 1e-7                  # optax: inside the sqrt (see capjax.train.make_optimizer)
+  c.optimizer.b1 = 0.9                    # adam only
+  c.optimizer.b2 = 0.98                   # adam only
+  c.optimizer.grad_clip_norm = 0.0        # 0: no clipping
+
+  # Mesh: data parallel over all devices by default; `model` > 1 adds tensor parallelism.
+  c.mesh = ml_collections.ConfigDict({"data": -1, "model": 1})
+
+  # Logging, evaluation, checkpoints.
+  c.log_every = 100
+  c.eval_every = 5000
+  c.checkpoint_every = 1000
+  c.keep_checkpoints = 2                  # latest N, plus the best by validation CIDEr-D
+  c.async_checkpointing = True
+  c.eval = ml_collections.ConfigDict({"batch_size": 256, "num_examples": 2048, "gallery_size": 12})
+  c.debug_nans = False
+
+  if "shapes" in variants:
+    _shapes(c)
+  if "debug" in variants:
+    _debug(c)
+  if "steps" in values:
+    c.num_train_steps = int(values.pop("steps"))
+  if "batch" in values:
+    c.batch_size = int(values.pop("batch"))
+  if values:
+    raise ValueError(f"unknown config arguments {sorted(values)}: use steps=N, batch=N or --config.field=value")
+  return c
+
+
+def _shapes(c: ml_collections.ConfigDict) -> None:
+  """The embedded synthetic scenes and a small model: trains in ~10 minutes on a 2-core CPU."""
+  c.dataset.name = "synthetic_scenes"
+  c.dataset.auto_build = True
+  c.dataset.image_size = 64
+  c.model.encoder.name = "conv"
+  c.model.d_model = 128
+  c.model.num_heads = 4
+  c.model.mlp_dim = 512
+  c.model.encoder_layers = 2
+  c.model.decoder_layers = 2
+  c.model.dropout_rate = 0.0
+  c.label_smoothing = 0.0
+  c.batch_size = 64
+  c.num_train_steps = 3000
+  # The demo may tune its optimizer (README table); the paper's Adagrad 0.01 learns far slower here.
+  c.optimizer.name = "adam"
+  c.optimizer.learning_rate = 1e-3
+  c.optimizer.warmup_steps = 200
+  c.optimizer.schedule = "cosine"
+  c.log_every = 50
+  c.eval_every = 500
+  c.checkpoint_every = 250
+  c.eval.batch_size = 256
+  c.eval.num_examples = 500
+  c.eval.gallery_size = 12
+
+
+def _debug(c: ml_collections.ConfigDict) -> None:
+  """Local CPU debugging: a tiny model, a few steps, NaN checks on."""
+  c.model.d_model = 32
+  c.model.num_heads = 2
+  c.model.mlp_dim = 64
+  c.model.encoder_layers = 1
+  c.model.decoder_layers = 1
+  c.model.encoder.widths = (8, 16, 16)
+  c.model.encoder.out_features = 32
+  c.batch_size = 16
+  c.num_train_steps = 20
+  c.optimizer.warmup_steps = 2
+  c.log_every = 5
+  c.eval_every = 10
+  c.checkpoint_every = 5
+  c.eval.batch_size = 32
+  c.eval.num_examples = 64
+  c.eval.gallery_size = 4
+  c.debug_nans = True

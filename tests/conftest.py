@@ -1,0 +1,30 @@
+"""Test set-up: 8 fake CPU devices before jax starts, and the offline NLTK data when it is beside the repo."""
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+_shared_nltk = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "nltk_data")
+if "NLTK_DATA" not in os.environ and os.path.isdir(_shared_nltk):
+  os.environ["NLTK_DATA"] = os.path.abspath(_shared_nltk)
+
+import pathlib  # noqa: E402
+
+import pytest  # noqa: E402
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> pathlib.Path:
+  return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def cc3m_validation_tsv() -> pathlib.Path:
+  """The released CC3M validation TSV (../shared in development and CI)."""
+  path = SHARED / "data" / "cc3m" / "Validation_GCC-1.1.0-Validation.tsv"
+  if not path.exists():
+    pytest.fail(f"{path} is missing: tests that read real CC3M captions need ../shared/data/cc3m")
+  return path
