@@ -1,5 +1,4 @@
-"""capjax.text: the Conceptual Captions text side on NLTK + WordNet, offline.
+"""capjax.text: the Conceptual Captions text side (filters, hypernymization, stats) on NLTK + WordNet, offline.
 
-Modules: annotate (tokens, tags, lemmas, entities), filters, hypernymize, resolvers, concepts, pipeline (CLI),
-stats (CLI), recaption (LLaVA caption cleaning), config (thresholds), resources (the one NLTK access point).
+Start at `pipeline.TextPipeline`; thresholds live in `config`, NLTK data is reached only through `resources`.
 """

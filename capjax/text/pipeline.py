@@ -1,0 +1,205 @@
+"""The text pipeline end to end: alt-text -> boilerplate -> filters -> hypernymization -> concept pruning.
+
+`python -m capjax.text.pipeline --input=IN.tsv --output=OUT.jsonl [--min_concept_count=100]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import os
+import pathlib
+import sys
+import time
+from typing import Any, Iterable, Iterator, Sequence
+
+from capjax.text import concepts as concepts_lib
+from capjax.text.annotate import Annotator, normalize_text
+from capjax.text.boilerplate import strip_boilerplate
+from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
+from capjax.text.filters import STAGES, FilterChain, Reason, raw_text, text_filters
+from capjax.text.hypernymize import Hypernymizer
+from capjax.text.resolvers import EntityResolver
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+  """One output line: the alt-text, whether it is kept, why not, and the caption with its concepts."""
+
+  id: str
+  alt_text: str
+  kept: bool
+  reason: str | None
+  caption: str | None
+  concepts: tuple[str, ...]
+
+  def to_json(self) -> str:
+    row = {"id": self.id, "alt_text": self.alt_text, "kept": self.kept, "reason": self.reason,
+           "caption": self.caption, "concepts": list(self.concepts)}
+    line = json.dumps(row, ensure_ascii=False)
+    try:
+      line.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates cannot be written as UTF-8: escape everything instead
+      line = json.dumps(row)
+    return line
+
+  @classmethod
+  def from_json(cls, line: str) -> Record:
+    d = json.loads(line)
+    return cls(d["id"], d["alt_text"], d["kept"], d["reason"], d["caption"], tuple(d["concepts"]))
+
+
+@dataclasses.dataclass
+class Funnel:
+  """Counts of candidates dropped per reason; `summary()` turns them into per-stage in/out counts."""
+
+  total: int = 0
+  reasons: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+  def add(self, reason: str | None) -> None:
+    self.total += 1
+    if reason is not None:
+      self.reasons[reason] += 1
+
+  def drop_later(self, reason: str) -> None:
+    """A candidate counted as kept is dropped by a later (dataset-level) stage."""
+    self.reasons[reason] += 1
+
+  def summary(self) -> dict[str, Any]:
+    remaining = self.total
+    stages = []
+    for stage, stage_reasons in STAGES.items():
+      counts = {str(r): self.reasons[r] for r in stage_reasons if self.reasons.get(r)}
+      dropped = sum(counts.values())
+      stages.append({"stage": stage, "in": remaining, "dropped": dropped, "out": remaining - dropped,
+                     "reasons": counts})
+      remaining -= dropped
+    return {"input": self.total, "kept": remaining, "stages": stages}
+
+
+class TextPipeline:
+  """Filters and hypernymization for one candidate at a time; holds the loaded resources and caches."""
+
+  def __init__(
+      self, config: PipelineConfig = PipelineConfig(), annotator: Annotator | None = None,
+      resolver: EntityResolver | None = None,
+  ):
+    self.config = config
+    self.annotator = annotator or Annotator()
+    self.chain = FilterChain(text_filters(config.filters, self.annotator.lemma))
+    self.hypernymizer = Hypernymizer(config.hypernyms, self.annotator, resolver)
+    self.funnel = Funnel()
+
+  def process(self, id_: str, alt_text: str) -> Record:
+    """One candidate through every per-example stage (concept pruning needs the whole dataset)."""
+    record = self._process(id_, alt_text)
+    self.funnel.add(record.reason)
+    return record
+
+  def _process(self, id_: str, alt_text: str) -> Record:
+    def drop(reason: Reason, found: Sequence[str] = ()) -> Record:
+      return Record(id_, alt_text, False, str(reason), None, tuple(found))
+
+    reason = raw_text(alt_text, self.config.filters.max_chars)
+    if reason is not None:
+      return drop(reason)
+    text = normalize_text(alt_text)
+    if not text:
+      return drop(Reason.EMPTY)
+    stripped = strip_boilerplate(text)
+    if not stripped:
+      return drop(Reason.BOILERPLATE_ONLY)
+    annotation = self.annotator.annotate(stripped)
+    reason = self.chain(annotation)
+    if reason is not None:
+      return drop(reason)
+    result = self.hypernymizer(annotation)
+    if result.reason is not None:
+      return drop(result.reason, result.concepts)
+    return Record(id_, alt_text, True, None, result.caption, result.concepts)
+
+
+def prune_records(records: Iterable[Record], counts: dict[str, int], min_count: int, funnel: Funnel) -> Iterator[Record]:
+  """Drops kept records whose concepts are rare in `counts`; others pass unchanged."""
+  for record in records:
+    if record.kept:
+      reason = concepts_lib.prune(record.concepts, counts, min_count)
+      if reason is not None:
+        funnel.drop_later(str(reason))
+        record = dataclasses.replace(record, kept=False, reason=str(reason), caption=None)
+    yield record
+
+
+def read_tsv(path: str) -> Iterator[tuple[str, str]]:
+  """Rows `id<TAB>alt_text` (further columns ignored); a row without a tab has an empty alt-text."""
+  with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
+    for line in f:
+      line = line.rstrip("\r\n")
+      id_, _, rest = line.partition("\t")
+      yield id_, rest.split("\t")[0]
+
+
+def funnel_path(output: str) -> pathlib.Path:
+  """OUT.jsonl -> OUT.funnel.json, beside the output."""
+  path = pathlib.Path(output)
+  return path.with_name(path.name.removesuffix(".jsonl") + ".funnel.json")
+
+
+def run(input_path: str, output_path: str, config: PipelineConfig, log_every: int = 10_000) -> dict[str, Any]:
+  """Two passes: per-example stages into a temporary file with concept counts, then concept pruning."""
+  pipeline = TextPipeline(config)
+  temporary = output_path + ".partial"
+  counter = concepts_lib.ConceptCounts()
+  accumulator = counter.create_accumulator()
+  start = time.time()
+  with open(temporary, "w", encoding="utf-8") as out:
+    for n, (id_, alt_text) in enumerate(read_tsv(input_path), 1):
+      record = pipeline.process(id_, alt_text)
+      if record.kept:
+        accumulator = counter.add_input(accumulator, record.concepts)
+      out.write(record.to_json() + "\n")
+      if log_every and n % log_every == 0:
+        print(f"{n} candidates, {n / (time.time() - start):.0f}/s", file=sys.stderr)
+  counts = counter.extract_output(accumulator)
+  with open(temporary, encoding="utf-8") as f, open(output_path, "w", encoding="utf-8") as out:
+    records = (Record.from_json(line) for line in f)
+    for record in prune_records(records, counts, config.min_concept_count, pipeline.funnel):
+      out.write(record.to_json() + "\n")
+  os.remove(temporary)
+  summary = pipeline.funnel.summary()
+  summary["concepts"] = {"distinct": len(counts), "rare": len(concepts_lib.rare_concepts(counts, config.min_concept_count)),
+                         "min_concept_count": config.min_concept_count}
+  summary["seconds"] = round(time.time() - start, 2)
+  funnel_path(output_path).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+  return summary
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(prog="python -m capjax.text.pipeline", description=__doc__.splitlines()[0])
+  parser.add_argument("--input", required=True, help="TSV of id<TAB>alt_text, no header")
+  parser.add_argument("--output", required=True, help="JSONL, one line per input row")
+  parser.add_argument("--min_concept_count", type=int, default=PipelineConfig.min_concept_count,
+                      help="drop pairs with a concept seen this many times or fewer (default %(default)s)")
+  parser.add_argument("--vocabulary", default=None, help="vocabulary file (one word a line, or word<TAB>count)")
+  parser.add_argument("--entities", default=None, help="extra entity<TAB>hypernym table, checked first")
+  parser.add_argument("--no_seed_entities", action="store_true", help="do not use the shipped seed table")
+  return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = parse_args(argv)
+  config = PipelineConfig(
+      filters=FilterConfig(vocabulary_path=args.vocabulary),
+      hypernyms=HypernymConfig(entities_path=args.entities, use_seed_entities=not args.no_seed_entities),
+      min_concept_count=args.min_concept_count,
+  )
+  summary = run(args.input, args.output, config)
+  print(json.dumps(summary, indent=2))
+  print(f"funnel written to {funnel_path(args.output)}", file=sys.stderr)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
