@@ -30,6 +30,10 @@ LOGICAL_AXIS_RULES: tuple[tuple[str, str | None], ...] = (
     ("conv_h", None),
     ("conv_w", None),
     ("conv_in", None),
+    ("features", None),
+    ("height", None),
+    ("width", None),
+    ("channels", None),
 )
 
 MESH_AXES = ("data", "model")

@@ -1,0 +1,173 @@
+"""Inception-ResNet-v2 features for a folder of images: 8×8×1536 grids, pooled vectors and logits in one .npz.
+
+Usage: python -m capjax.tools.extract_features --weights=DIR --images='photos/*.jpg' --output=features.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import functools
+import glob
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+import PIL.Image
+import tqdm
+from absl import logging
+
+from capjax.models import inception_resnet_v2 as irv2
+
+DEFAULT_BATCH_SIZE = 16
+DECODE_WORKERS = 8
+
+
+@dataclasses.dataclass
+class Features:
+  """Rows follow `names`; `skipped[i]` could not be read for `skip_reasons[i]`."""
+  names: list[str]
+  grid: np.ndarray  # (N, h, w, 1536) float32
+  pooled: np.ndarray  # (N, 1536) float32
+  logits: np.ndarray | None  # (N, num_classes) float32, None without a head
+  skipped: list[str]
+  skip_reasons: list[str]
+
+  def arrays(self) -> dict[str, np.ndarray]:
+    """What the .npz holds (string arrays are unicode, so `np.load` needs no pickle)."""
+    arrays = {"names": np.array(self.names, dtype=str), "grid": self.grid, "pooled": self.pooled,
+              "skipped": np.array(self.skipped, dtype=str), "skip_reasons": np.array(self.skip_reasons, dtype=str)}
+    if self.logits is not None:
+      arrays["logits"] = self.logits
+    return arrays
+
+
+def load_image(path: str, size: int = irv2.IMAGE_SIZE) -> np.ndarray:
+  """RGB uint8 (size, size, 3), resized with PIL's bilinear filter as Keras's `load_img(..., "bilinear")`."""
+  with PIL.Image.open(path) as image:
+    if image.width * image.height > (PIL.Image.MAX_IMAGE_PIXELS or float("inf")):
+      raise ValueError(f"{image.width}×{image.height} pixels is over PIL's decompression-bomb limit")
+    image = image.convert("RGB").resize((size, size), PIL.Image.Resampling.BILINEAR)
+  return np.asarray(image, np.uint8)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+  """One input file: pixels when readable, else the reason it is skipped."""
+  path: str
+  pixels: np.ndarray | None
+  reason: str | None = None
+
+
+def decode(path: str, size: int) -> Decoded:
+  try:
+    return Decoded(path, load_image(path, size))
+  except (OSError, ValueError, SyntaxError, PIL.Image.DecompressionBombError) as error:
+    return Decoded(path, None, f"{type(error).__name__}: {error}")
+
+
+def read_images(paths: Sequence[str], size: int, workers: int = DECODE_WORKERS) -> Iterator[Decoded]:
+  """Decodes in `workers` threads (PIL releases the GIL), in order, holding at most 4·workers images ahead."""
+  chunk = 4 * workers
+  with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    for start in range(0, len(paths), chunk):
+      yield from pool.map(functools.partial(decode, size=size), paths[start:start + chunk])
+
+
+def batches(images: Iterable[Decoded], batch_size: int,
+            on_skip: Callable[[Decoded], None]) -> Iterator[tuple[list[str], np.ndarray]]:
+  """Groups readable images into (names, uint8 (batch_size, H, W, 3)); the last batch is zero-padded."""
+  readable: list[Decoded] = []
+  for image in images:
+    if image.pixels is None:
+      on_skip(image)
+      continue
+    readable.append(image)
+    if len(readable) == batch_size:
+      yield [i.path for i in readable], np.stack([i.pixels for i in readable])
+      readable = []
+  if readable:
+    padding = [np.zeros_like(readable[0].pixels)] * (batch_size - len(readable))
+    yield [i.path for i in readable], np.stack([i.pixels for i in readable] + padding)
+
+
+@functools.partial(jax.jit, static_argnames="model")
+def encode(model: irv2.InceptionResNetV2, variables: Any, images: jax.Array) -> dict[str, jax.Array]:
+  """uint8 images → model outputs, batch norm in inference mode; compiled once per model and batch shape."""
+  return model.apply(variables, irv2.preprocess(images))
+
+
+def extract(paths: Sequence[str], model: irv2.InceptionResNetV2, variables: Any,
+            image_size: int = irv2.IMAGE_SIZE, batch_size: int = DEFAULT_BATCH_SIZE,
+            progress: bool = False) -> Features:
+  """Runs `model` over `paths`; unreadable files are recorded in `skipped`, never fatal.
+
+  Batch i+1 is decoded while the device still computes batch i (jax dispatch is asynchronous).
+  """
+  variables = jax.device_put(variables)
+  names: list[str] = []
+  outputs: dict[str, list[np.ndarray]] = {"grid": [], "pooled": [], "logits": []}
+  skipped: list[Decoded] = []
+  bar = tqdm.tqdm(total=len(paths), unit="img", disable=not progress, file=sys.stderr)
+
+  def on_skip(image: Decoded) -> None:
+    skipped.append(image)
+    (bar.write if progress else logging.warning)(f"skipped {image.path}: {image.reason}")
+    bar.update(1)
+
+  def collect(batch_names: list[str], result: dict[str, jax.Array]) -> None:
+    for key, value in jax.device_get(result).items():
+      outputs[key].append(np.asarray(value[:len(batch_names)], np.float32))
+    names.extend(batch_names)
+    bar.update(len(batch_names))
+
+  pending = None
+  for batch_names, pixels in batches(read_images(paths, image_size), batch_size, on_skip):
+    result = encode(model, variables, pixels)
+    if pending:
+      collect(*pending)
+    pending = (batch_names, result)
+  if pending:
+    collect(*pending)
+  bar.close()
+  no_images = jax.ShapeDtypeStruct((0, image_size, image_size, 3), np.uint8)
+  shapes = jax.eval_shape(functools.partial(encode, model), variables, no_images)
+
+  def stacked(key: str) -> np.ndarray:
+    return np.concatenate(outputs[key]) if outputs[key] else np.zeros(shapes[key].shape, np.float32)
+  return Features(names, stacked("grid"), stacked("pooled"), stacked("logits") if "logits" in shapes else None,
+                  [i.path for i in skipped], [i.reason or "unreadable" for i in skipped])
+
+
+def main(argv: Sequence[str] | None = None) -> Features:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--weights", required=True, help="directory written by capjax.tools.convert_weights")
+  parser.add_argument("--images", required=True, help="glob of image files, e.g. 'photos/**/*.jpg'")
+  parser.add_argument("--output", required=True, help="the .npz to write")
+  parser.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE)
+  parser.add_argument("--image_size", type=int, default=irv2.IMAGE_SIZE,
+                      help=f"square input size (299 gives the 8×8 grid; at least {irv2.MIN_IMAGE_SIZE})")
+  args = parser.parse_args(argv)
+  if args.image_size < irv2.MIN_IMAGE_SIZE:
+    parser.error(f"--image_size must be at least {irv2.MIN_IMAGE_SIZE}")
+  paths = sorted(glob.glob(args.images, recursive=True))
+  if not paths:
+    parser.error(f"no files match --images={args.images!r}")
+  metadata = irv2.read_metadata(args.weights)
+  model = irv2.InceptionResNetV2(num_classes=metadata["num_classes"])
+  variables = irv2.load_converted(args.weights)
+  start = time.perf_counter()
+  features = extract(paths, model, variables, args.image_size, args.batch_size, progress=True)
+  seconds = time.perf_counter() - start
+  np.savez(args.output, **features.arrays())
+  print(f"{len(features.names)} images in {seconds:.1f}s ({len(features.names) / max(seconds, 1e-9):.1f} images/s, "
+        f"compilation included); {len(features.skipped)} skipped; wrote {args.output}", file=sys.stderr)
+  return features
+
+
+if __name__ == "__main__":
+  main()
