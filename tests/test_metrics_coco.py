@@ -1,0 +1,132 @@
+"""`evaluate` and `cider_d` check their inputs and pick metrics; the command line reads COCO files, prints one JSON
+object and reports bad input on stderr with a non-zero exit. (The runs with METEOR are in test_metrics_meteor.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import capjax.metrics
+from capjax.metrics import __main__ as cli
+from capjax.metrics.cider import CiderD, DocumentFrequency
+from capjax.metrics.coco import cider_d, evaluate
+
+REFS = {"a": ["A dog runs on the grass.", "A brown dog running."], "b": ["Two cats (asleep) on a sofa!"],
+        "c": ["A red car parked on the street.", "Cars on a city street.", "A street."]}
+PREDS = {"a": "a dog running on grass", "b": "two cats sleep", "c": "a car on the street"}
+
+
+def test_missing_images_are_named():
+  with pytest.raises(ValueError, match=r"1 image\(s\) with no prediction: 'c'; 1 image\(s\) with no references: 'z'"):
+    evaluate(REFS, {"a": "x", "b": "y", "z": "w"}, metrics=["CIDEr"])
+
+
+def test_an_image_without_references_is_named():
+  with pytest.raises(ValueError, match=r"1 image\(s\) with an empty reference list.*: 'b'"):
+    evaluate({"a": ["x"], "b": []}, {"a": "x", "b": "y"}, metrics=["CIDEr"])
+
+
+def test_nothing_to_evaluate_is_an_error():
+  with pytest.raises(ValueError, match="nothing to evaluate: no images"):
+    evaluate({}, {})
+
+
+def test_unknown_metric_lists_the_known_ones():
+  with pytest.raises(ValueError, match="unknown metrics \\['BLEU'\\]; choose from"):
+    evaluate(REFS, PREDS, metrics=["BLEU"])
+
+
+def test_only_the_asked_metrics_are_computed_in_cocoevalcap_order():
+  scores = evaluate(REFS, PREDS, metrics=["CIDEr", "ROUGE_L", "Bleu"])
+  assert list(scores) == ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr"]
+
+
+def test_untokenized_evaluation_scores_the_captions_as_given():
+  tokenized = {"a": ["a dog runs on the grass"], "b": ["two cats -lrb- asleep -rrb- on a sofa"]}
+  preds = {"a": "a dog running on grass", "b": "two cats asleep"}
+  assert evaluate(tokenized, preds, ["CIDEr"], tokenize=False) == evaluate(
+      {"a": ["A dog runs on the grass."], "b": ["Two cats (asleep) on a sofa!"]}, preds, ["CIDEr"])
+
+
+def test_cider_d_helper_is_ciderd_on_pretokenized_captions():
+  refs = {image: [r.lower().rstrip(".!") for r in captions] for image, captions in REFS.items()}
+  expected = CiderD().compute_score(refs, {image: [p] for image, p in PREDS.items()})[0]
+  assert cider_d(refs, PREDS) == pytest.approx(expected, abs=1e-12)
+  table = DocumentFrequency.from_references(refs.values())
+  assert cider_d(refs, PREDS, df=table) == pytest.approx(expected, abs=1e-12)
+  assert cider_d({}, {}) == 0.0
+
+
+def test_cider_d_helper_handles_a_thousand_images(cc3m_validation_tsv):
+  captions = [line.split("\t")[0] for line in cc3m_validation_tsv.read_text(encoding="utf-8").splitlines()]
+  refs = {i: captions[5 * i:5 * i + 5] for i in range(1000)}
+  preds = {i: captions[5 * i + 1] for i in range(1000)}
+  per_image = CiderD().scores([preds[i] for i in refs], [refs[i] for i in refs])
+  assert cider_d(refs, preds) == pytest.approx(float(np.mean(per_image)), abs=1e-12)
+  assert cider_d(refs, preds) > 0
+
+
+def test_the_package_imports_cheaply_and_exposes_the_entry_points():
+  heavy = ("jax", "tensorflow", "capjax.metrics.tokenizer", "capjax.metrics.cider", "capjax.metrics.meteor")
+  code = f"import sys, capjax.metrics; print([m for m in {heavy} if m in sys.modules])"
+  run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  assert run.stdout.strip() == "[]"
+  assert capjax.metrics.evaluate is evaluate and capjax.metrics.cider_d is cider_d
+
+
+def _write_coco(tmp_path, preds: list[dict]) -> tuple[str, str]:
+  images = [{"id": i} for i in (1, 2)]
+  annotations = [{"image_id": 1, "id": 1, "caption": "A dog on the grass."},
+                 {"image_id": 2, "id": 2, "caption": "A cat on a sofa."},
+                 {"image_id": 5, "id": 3, "caption": "An image outside the listed images."}]
+  refs_path, preds_path = tmp_path / "refs.json", tmp_path / "preds.json"
+  refs_path.write_text(json.dumps({"images": images, "annotations": annotations}))
+  preds_path.write_text(json.dumps(preds))
+  return str(refs_path), str(preds_path)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  return subprocess.run([sys.executable, "-m", "capjax.metrics", *args], capture_output=True, text=True,
+                        timeout=300, cwd=root, env={**os.environ, "PYTHONPATH": root})
+
+
+def test_command_line_prints_the_asked_metrics_as_one_json_object(tmp_path):
+  refs, preds = _write_coco(tmp_path, [{"image_id": 1, "caption": "a dog\non grass"}, {"image_id": 2, "caption": ""}])
+  run = _run(refs, preds, "--metrics=ROUGE_L,CIDEr")
+  assert run.returncode == 0, run.stderr
+  scores = json.loads(run.stdout)
+  assert list(scores) == ["ROUGE_L", "CIDEr"]
+  assert scores == pytest.approx(evaluate({1: ["A dog on the grass."], 2: ["A cat on a sofa."]},
+                                          {1: "a dog on grass", 2: ""}, ["ROUGE_L", "CIDEr"]), abs=1e-12)
+
+
+def test_command_line_reports_a_missing_image_on_stderr(tmp_path):
+  refs, preds = _write_coco(tmp_path, [{"image_id": 1, "caption": "a dog"}])
+  run = _run(refs, preds)
+  assert run.returncode == 1 and run.stdout == ""
+  assert run.stderr.strip() == "error: 1 image(s) with no prediction: 2"
+
+
+def test_command_line_rejects_two_captions_for_one_image(tmp_path):
+  refs, preds = _write_coco(tmp_path, [{"image_id": 1, "caption": "a"}, {"image_id": 1, "caption": "b"},
+                                       {"image_id": 2, "caption": "c"}])
+  assert cli.main([refs, preds, "--metrics=CIDEr"]) == 1
+
+
+def test_command_line_rejects_an_unknown_metric(tmp_path, capsys):
+  refs, preds = _write_coco(tmp_path, [])
+  with pytest.raises(SystemExit):
+    cli.main([refs, preds, "--metrics=CIDEr,Meteor"])
+  assert "unknown metrics ['Meteor']" in capsys.readouterr().err
+
+
+def test_references_follow_the_images_list_and_ignore_other_annotations(tmp_path):
+  refs, _ = _write_coco(tmp_path, [])
+  assert cli.load_references(refs) == {1: ["A dog on the grass."], 2: ["A cat on a sofa."]}
