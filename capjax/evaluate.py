@@ -111,6 +111,22 @@ def constant_caption(references: list[list[str]]) -> str:
   return max(sorted(counts), key=lambda c: counts[c])
 
 
+def report(result: EvalResult, split: str, step: int, config: ml_collections.ConfigDict) -> None:
+  """Prints the metrics beside the constant-caption baseline's, so readers see what was learned."""
+  if jax.process_index() != 0:
+    return
+  base = result.baseline["metrics"] if result.baseline else {}
+  print(f"\n{split} split: {len(result.predictions)} images, checkpoint of step {step}, "
+        f"decode={config.decode.method}")
+  width = max(len(k) for k in result.metrics)
+  print(f"{'metric':<{width}}  {'model':>8}  {'constant':>8}")
+  for k, v in result.metrics.items():
+    b = f"{base[k]:8.4f}" if k in base else f"{'':8}"
+    print(f"{k:<{width}}  {v:8.4f}  {b}")
+  if result.baseline:
+    print(f"constant caption: {result.baseline['caption']!r}")
+
+
 def write_outputs(result: EvalResult, workdir: str, split: str, step: int, config: ml_collections.ConfigDict,
                   history_path: str | None = None) -> dict[str, str]:
   """metrics JSON, COCO results JSON, gallery PNG and loss curve PNG; returns {kind: path}."""
@@ -130,10 +146,18 @@ def write_outputs(result: EvalResult, workdir: str, split: str, step: int, confi
   with open(paths["predictions"], "w", encoding="utf-8") as f:
     json.dump([{"image_id": i, "caption": c} for i, c in zip(result.indices, result.predictions)], f, indent=1)
   source = pipeline.data_source(config.dataset, split)
-  n = min(config.eval.gallery_size, len(result.predictions))
+  n = min(max(config.eval.gallery_size, config.eval.rating_sheet_size), len(result.predictions))
   images = [np.asarray(source[result.indices[k]]["image"]) for k in range(n)]
-  gallery.write_gallery(paths["gallery"], images, result.predictions[:n], result.references[:n],
-                        result.objects[:n] if result.objects else None)
+  g = min(config.eval.gallery_size, n)
+  gallery.write_gallery(paths["gallery"], images[:g], result.predictions[:g], result.references[:g],
+                        result.objects[:g] if result.objects else None)
+  r = min(config.eval.rating_sheet_size, n)
+  if r:
+    from capjax.metrics import human_eval  # pylint: disable=g-import-not-at-top
+    paths["rating_sheet"] = os.path.join(out_dir, "rating_sheet.html")
+    with open(paths["rating_sheet"], "w", encoding="utf-8") as f:
+      f.write(human_eval.rating_sheet(result.indices[:r], images[:r], result.predictions[:r],
+                                      title=f"{split} captions, step {step}"))
   if history_path and os.path.exists(history_path):
     paths["loss_curve"] = os.path.join(out_dir, "loss_curve.png")
     gallery.write_loss_curve(paths["loss_curve"], history_path)

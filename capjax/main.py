@@ -5,7 +5,6 @@ Parses flags, starts multi-host JAX when asked (or when a cluster environment is
 
 from __future__ import annotations
 
-import json
 import logging as pylogging
 import os
 import sys
@@ -17,7 +16,13 @@ from ml_collections import config_flags  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/t2t.py:shapes", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints, logs and evaluation outputs go.")
-_MODE = flags.DEFINE_enum("mode", "train", ["train"], "train: train (resuming), then evaluate the best checkpoint.")
+_MODE = flags.DEFINE_enum(
+    "mode", "train", ["train", "eval", "caption"],
+    "train: train (resuming), then evaluate the best checkpoint on the test split. eval: decode and score "
+    "--split with a checkpoint. caption: caption the files matching --images.")
+_SPLIT = flags.DEFINE_string("split", None, "--mode=eval: the split to score (default: the config's test split).")
+_STEP = flags.DEFINE_integer("step", None, "--mode=eval/caption: checkpoint step (default: best validation CIDEr-D).")
+_IMAGES = flags.DEFINE_string("images", None, "--mode=caption: a glob of image files, e.g. 'photos/*.jpg'.")
 _DISTRIBUTED = flags.DEFINE_enum(
     "distributed", "auto", ["auto", "on", "off"],
     "Call jax.distributed.initialize(): 'auto' when a cluster is detected (Cloud TPU VM pods, SLURM, "
@@ -59,15 +64,23 @@ def main(argv) -> None:
     raise app.UsageError("--config and --workdir are required, e.g. "
                          "--config=configs/t2t.py:shapes --workdir=workdir/shapes")
   maybe_initialize_distributed(_DISTRIBUTED.value)
-  from capjax import train  # pylint: disable=g-import-not-at-top
+  from capjax import inference, train  # pylint: disable=g-import-not-at-top
   from capjax.data.pipeline import DatasetNotBuiltError  # pylint: disable=g-import-not-at-top
+  config, workdir = _CONFIG.value, _WORKDIR.value
   try:
-    result = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  except DatasetNotBuiltError as e:
+    if _MODE.value == "train":
+      result = train.train_and_evaluate(config, workdir)
+    elif _MODE.value == "eval":
+      result = inference.run_eval(config, workdir, _SPLIT.value, _STEP.value)
+    else:
+      if not _IMAGES.value:
+        raise app.UsageError("--mode=caption needs --images=GLOB")
+      inference.caption_files(config, workdir, _IMAGES.value, _STEP.value)
+      return
+  except (DatasetNotBuiltError, FileNotFoundError) as e:
     logging.error("%s", e)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
-  print(json.dumps(result["metrics"], indent=2, sort_keys=True))
   for kind, path in result["outputs"].items():
     print(f"{kind}: {path}")
 

@@ -6,6 +6,7 @@ Read top to bottom: mesh, input, model and optimizer, sharded init, checkpoint r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -23,6 +24,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 from clu import metric_writers
 
+from capjax import decode as decode_lib
 from capjax import evaluate as evaluate_lib
 from capjax import models
 from capjax import sharding
@@ -112,6 +114,17 @@ def loss_fn(model: nn.Module, params: Any, batch: dict[str, jax.Array], rng: jax
   return (loss * mask).sum() / jnp.maximum(tokens, 1.0), tokens
 
 
+def decode_tokens(model: nn.Module, decode_config: ml_collections.ConfigDict, max_len: int, params: Any,
+                  images: jax.Array) -> jax.Array:
+  """Caption token ids (B, max_len) by greedy or beam search (`config.decode`)."""
+  fns = decode_lib.cached_step(model, params)
+  if decode_config.method == "greedy":
+    return decode_lib.greedy_search(fns, images, max_len)
+  if decode_config.method == "beam":
+    return decode_lib.beam_search(fns, images, max_len, decode_config.beam_size, decode_config.alpha)[0]
+  raise ValueError(f"decode.method={decode_config.method!r}: use 'greedy' or 'beam'")
+
+
 def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding.Mesh) -> Setup:
   model = models.build(config, vocab_size)
   tx = make_optimizer(config)
@@ -137,11 +150,8 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
     metrics = {"loss": loss, "tokens": tokens, "grad_norm": optax.tree.norm(grads)}
     return TrainState(state.step + 1, params, opt_state), metrics
 
-  from capjax import decode as decode_lib  # pylint: disable=g-import-not-at-top
-  max_len = config.max_caption_tokens + 1
-  decode = jax.jit(lambda params, images: decode_lib.greedy(model, params, images, max_len),
-                   in_shardings=(state_shardings.params, data_sharding),
-                   out_shardings=data_sharding)
+  decode = jax.jit(functools.partial(decode_tokens, model, config.decode, config.max_caption_tokens + 1),
+                   in_shardings=(state_shardings.params, data_sharding), out_shardings=data_sharding)
   train_step = jax.jit(train_step, in_shardings=(state_shardings, data_sharding),
                        out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=0)
   return Setup(config, model, tx, mesh, state_shardings, init, train_step, decode)
@@ -285,9 +295,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                config.dataset.test_split)
   test_source = pipeline.data_source(config.dataset, config.dataset.test_split)
   result = evaluate_lib.evaluate_split(setup, state.params, test_source, vocab, config)
-  outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split,
-                                       step=best if best is not None else step, config=config,
-                                       history_path=history_path)
+  final_step = best if best is not None else step
+  outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split, step=final_step,
+                                       config=config, history_path=history_path)
+  evaluate_lib.report(result, config.dataset.test_split, final_step, config)
   mngr.close()
   return {"metrics": result.metrics, "outputs": outputs}
 

@@ -1,5 +1,7 @@
-"""A run killed with SIGKILL at an arbitrary moment resumes as the same run: identical final parameters."""
+"""The entry point end to end on the tiny synthetic scenes: train, SIGKILL and resume as the same run,
+`--mode=eval`, `--mode=caption`, and a clear error when the paper's dataset is not built."""
 
+import json
 import os
 import pathlib
 import signal
@@ -11,6 +13,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from PIL import Image
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 STEPS = 30
@@ -37,17 +40,80 @@ def _final_params(workdir: pathlib.Path) -> dict:
   return state["params"]
 
 
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+  return subprocess.run(args, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-  root = tmp_path_factory.mktemp("resume")
+def trained(tmp_path_factory):
+  """(data_dir, workdir, stdout) of one uninterrupted run."""
+  root = tmp_path_factory.mktemp("main")
   data_dir, workdir = root / "data", root / "straight"
-  subprocess.run(_command(workdir, data_dir), cwd=REPO, env=_env(), check=True, capture_output=True,
-                 timeout=600)
-  return data_dir, _final_params(workdir)
+  proc = _run(_command(workdir, data_dir))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return data_dir, workdir, proc.stdout
 
 
-def test_sigkill_then_resume_gives_the_same_parameters(uninterrupted, tmp_path):
-  data_dir, expected = uninterrupted
+def test_training_reports_metrics_and_writes_outputs(trained):
+  _, workdir, stdout = trained
+  assert "test split: 64 images" in stdout and "cider_d" in stdout and "constant caption" in stdout
+  metrics_files = list((workdir / "eval").glob("test_step*/metrics.json"))
+  assert len(metrics_files) == 1
+  result = json.loads(metrics_files[0].read_text())
+  assert result["examples"] == 64
+  for key in ("cider_d", "Bleu_4", "ROUGE_L", "object_precision", "relation_accuracy", "exact_match"):
+    assert key in result["metrics"] and key in result["constant_caption_baseline"]["metrics"]
+  out = metrics_files[0].parent
+  for name in ("gallery.png", "loss_curve.png"):
+    with Image.open(out / name) as im:
+      assert im.size[0] > 300 and im.size[1] > 200
+  sheet = (out / "rating_sheet.html").read_text()
+  assert sheet.count('data-image="') == 64  # tiny test split: every image, 3 raters each
+  preds = json.loads((out / "predictions.json").read_text())
+  assert sorted(p["image_id"] for p in preds) == list(range(64))
+  history = [json.loads(line) for line in (workdir / "train_history.jsonl").read_text().splitlines()]
+  assert [h["step"] for h in history] == list(range(5, STEPS + 1, 5))
+  assert list(workdir.glob("events.out.tfevents.*"))  # TensorBoard
+
+
+def test_eval_mode_scores_the_best_checkpoint(trained):
+  data_dir, workdir, _ = trained
+  proc = _run(_command(workdir, data_dir) + ["--mode=eval", "--split=validation"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "validation split: 64 images" in proc.stdout
+  assert list((workdir / "eval").glob("validation_step*/metrics.json"))
+
+
+def test_caption_mode_captions_files_and_reports_unreadable_ones(trained, tmp_path):
+  data_dir, workdir, _ = trained
+  rng = np.random.default_rng(0)
+  for i in range(3):
+    Image.fromarray(rng.integers(0, 256, (80, 80, 3), dtype=np.uint8)).save(tmp_path / f"img{i}.png")
+  (tmp_path / "broken.png").write_bytes(b"not an image")
+  proc = _run(_command(workdir, data_dir) + ["--mode=caption", f"--images={tmp_path}/*.png"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads((workdir / "captions.json").read_text())
+  assert sorted(os.path.basename(p) for p in result["captions"]) == ["img0.png", "img1.png", "img2.png"]
+  assert [os.path.basename(p) for p in result["failed"]] == ["broken.png"]
+  assert "1 file(s) could not be read" in proc.stdout
+
+
+def test_paper_config_without_cc3m_stops_with_the_build_command(tmp_path):
+  proc = _run([sys.executable, "-m", "capjax.main", "--config=configs/t2t.py", f"--workdir={tmp_path}",
+               f"--config.dataset.data_dir={tmp_path / 'empty'}"])
+  assert proc.returncode == 2
+  assert "python -m capjax.data.build --dataset=cc3m" in proc.stderr
+
+
+def test_unknown_config_key_is_rejected(tmp_path):
+  proc = _run([sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapes", f"--workdir={tmp_path}",
+               "--config.optimiser.name=adam"])
+  assert proc.returncode != 0 and "optimiser" in proc.stderr
+
+
+def test_sigkill_then_resume_gives_the_same_parameters(trained, tmp_path):
+  data_dir, straight, _ = trained
+  expected = _final_params(straight)
   workdir = tmp_path / "killed"
   proc = subprocess.Popen(_command(workdir, data_dir), cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)

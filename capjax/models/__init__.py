@@ -6,9 +6,10 @@ import flax.linen as nn
 import ml_collections
 
 from capjax.models import encoders
+from capjax.models.rnn import RNN, RNNConfig
 from capjax.models.t2t import T2T, T2TConfig
 
-MODELS = ("t2t",)
+MODELS = ("t2t", "rnn")
 ENCODERS = ("conv", "features")
 
 
@@ -35,4 +36,8 @@ def build(config: ml_collections.ConfigDict, vocab_size: int) -> nn.Module:
         encoder_layers=m.encoder_layers, decoder_layers=m.decoder_layers,
         max_len=config.max_caption_tokens + 1, dropout_rate=m.dropout_rate, grid=m.grid)
     return T2T(t2t, build_encoder(m.encoder))
+  if m.name == "rnn":
+    rnn = RNNConfig(vocab_size=rows, num_words=vocab_size, d_model=m.d_model,
+                    max_len=config.max_caption_tokens + 1, dropout_rate=m.dropout_rate, grid=m.grid)
+    return RNN(rnn, build_encoder(m.encoder))
   raise ValueError(f"model.name={m.name!r} is not one of {MODELS}")

@@ -171,3 +171,14 @@ class T2T(nn.Module):
       y = layer(y, (k_cache, v_cache), bias, cross, deterministic=True)
       new_self.append((k_cache, v_cache))
     return self.logits(y)[:, 0], {"cross": cache["cross"], "self": new_self}
+
+
+def count_params(config: T2TConfig, feature_dim: int) -> int:
+  """Analytic parameter count without the image encoder: embedding, visual projection, the layers."""
+  d, m = config.d_model, config.mlp_dim
+  attention = 4 * d * d + 4 * d            # q, k, v, out kernels and biases
+  mlp = 2 * d * m + m + d
+  encoder_layer = attention + mlp + 2 * 2 * d       # two layer norms
+  decoder_layer = 2 * attention + mlp + 3 * 2 * d   # self and cross attention, three layer norms
+  return (config.vocab_size * d + feature_dim * d + d + config.encoder_layers * encoder_layer
+          + config.decoder_layers * decoder_layer + 2 * 2 * d)

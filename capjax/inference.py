@@ -1,0 +1,97 @@
+"""Using a trained workdir: `--mode=eval` scores a split with a checkpoint (best by default) and
+`--mode=caption` captions image files.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+from absl import logging
+from PIL import Image, UnidentifiedImageError
+
+from capjax import evaluate as evaluate_lib
+from capjax import sharding
+from capjax import train
+from capjax.data import pipeline, preprocess
+from capjax.data.vocab import VOCAB_FILENAME, Vocabulary
+
+
+def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
+  """(setup, params, vocab, step) from a training workdir; `step` None means the best by validation CIDEr-D."""
+  if not os.path.exists(os.path.join(workdir, VOCAB_FILENAME)):
+    raise FileNotFoundError(f"{workdir} has no {VOCAB_FILENAME}: train first with --mode=train --workdir={workdir}")
+  vocab = Vocabulary.load(workdir)
+  setup = train.make_setup(config, len(vocab), sharding.make_mesh(config))
+  mngr = train.checkpoint_manager(workdir, config)
+  if step is None:
+    step = train.best_step(mngr)
+  if step is None or step not in mngr.all_steps():
+    raise FileNotFoundError(f"no checkpoint {'' if step is None else step} in {workdir}/checkpoints "
+                            f"(have {list(mngr.all_steps())}): train first, or pick one with --step")
+  state = train.restore_state(mngr, step, setup)
+  mngr.close()
+  return setup, state.params, vocab, step
+
+
+def run_eval(config: ml_collections.ConfigDict, workdir: str, split: str | None = None,
+             step: int | None = None) -> dict[str, Any]:
+  setup, params, vocab, step = load_trained(config, workdir, step)
+  split = split or config.dataset.test_split
+  source = pipeline.data_source(config.dataset, split)
+  result = evaluate_lib.evaluate_split(setup, params, source, vocab, config)
+  outputs = evaluate_lib.write_outputs(result, workdir, split, step=step, config=config)
+  evaluate_lib.report(result, split, step, config)
+  return {"metrics": result.metrics, "outputs": outputs}
+
+
+def load_image(path: str, size: int) -> np.ndarray:
+  """RGB uint8 (size, size, 3); raises ValueError for files that are not readable images."""
+  try:
+    with Image.open(path) as im:
+      return preprocess.resize(np.asarray(im.convert("RGB")), size)
+  except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as e:
+    raise ValueError(f"{path}: not a readable image ({e})") from e
+
+
+def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
+                  step: int | None = None) -> dict[str, Any]:
+  """Captions every image matching `pattern`; unreadable files are reported and counted, not fatal."""
+  if jax.process_count() > 1:
+    raise ValueError("--mode=caption runs in one process: start it without jax.distributed")
+  paths = sorted(glob.glob(pattern, recursive=True))
+  if not paths:
+    raise FileNotFoundError(f"no files match --images={pattern!r}")
+  setup, params, vocab, step = load_trained(config, workdir, step)
+  size, batch = config.dataset.image_size, config.eval.batch_size
+  images, names, failed = [], [], {}
+  for p in paths:
+    try:
+      images.append(load_image(p, size))
+      names.append(p)
+    except ValueError as e:
+      failed[p] = str(e)
+      logging.warning("%s", e)
+  captions: list[str] = []
+  for start in range(0, len(images), batch):
+    chunk = np.stack(images[start:start + batch])
+    padded = np.concatenate([chunk, np.zeros((batch - len(chunk), *chunk.shape[1:]), chunk.dtype)])
+    tokens = sharding.global_batch_to_host(
+        setup.decode(params, sharding.host_to_global({"image": padded}, setup.mesh)["image"]))
+    captions += [vocab.decode(t) for t in tokens[:len(chunk)]]
+  result = {"step": step, "captions": dict(zip(names, captions)), "failed": failed}
+  if jax.process_index() == 0:
+    for name, caption in zip(names, captions):
+      print(f"{name}\t{caption}")
+    if failed:
+      print(f"{len(failed)} file(s) could not be read: {sorted(failed)}")
+    out = os.path.join(workdir, "captions.json")
+    with open(out, "w", encoding="utf-8") as f:
+      json.dump(result, f, indent=1)
+    print(f"captions: {out}")
+  return result

@@ -1,0 +1,102 @@
+"""The paper's RNN baseline: a 1-layer LSTM encoder over the visual tokens whose final state starts a 1-layer
+LSTM decoder; no attention; word embeddings tied to the output projection.
+
+Same interface as `T2T` (encode / decode / init_cache / decode_step): the decoder's carry is its cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from capjax.models.layers import NEG_INF, logical
+
+Array = jax.Array
+Carry = tuple[Array, Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class RNNConfig:
+  vocab_size: int               # embedding rows (padded; see capjax.models.build)
+  num_words: int | None = None  # real vocabulary size: logits of padding rows are masked
+  d_model: int = 512            # LSTM width = embedding width (tied)
+  max_len: int = 16
+  dropout_rate: float = 0.1
+  grid: str = "8x8"             # "8x8": the encoder reads 64 cells in raster order; "1x1": one pooled vector
+  dtype: Any = jnp.float32
+
+
+def _cell(d: int, name: str) -> nn.LSTMCell:
+  return nn.LSTMCell(
+      d, name=name,
+      kernel_init=logical(nn.initializers.xavier_uniform(), ("embed", "mlp")),
+      recurrent_kernel_init=logical(nn.initializers.orthogonal(), ("embed", "mlp")),
+      bias_init=logical(nn.initializers.zeros, ("mlp",)))
+
+
+class RNN(nn.Module):
+  config: RNNConfig
+  image_encoder: nn.Module
+
+  def setup(self):
+    c = self.config
+    self.embed = nn.Embed(
+        c.vocab_size, c.d_model,
+        embedding_init=logical(nn.initializers.normal(stddev=c.d_model**-0.5), ("vocab", "embed")))
+    self.visual_proj = nn.Dense(
+        c.d_model, dtype=c.dtype, name="visual_proj",
+        kernel_init=logical(nn.initializers.xavier_uniform(), ("features", "embed")),
+        bias_init=logical(nn.initializers.zeros, ("embed",)))
+    self.encoder = nn.RNN(_cell(c.d_model, "encoder_cell"), return_carry=True, name="encoder")
+    self.decoder_cell = _cell(c.d_model, "decoder_cell")
+    self.decoder = nn.RNN(self.decoder_cell, return_carry=True, name="decoder")
+    self.drop = nn.Dropout(c.dropout_rate)
+
+  def encode(self, inputs: Array, train: bool = False) -> Carry:
+    """The encoder LSTM's final (c, h) after reading the visual tokens."""
+    grid = self.image_encoder(inputs, train=train)
+    b, h, w, ch = grid.shape
+    tokens = grid.reshape(b, h * w, ch)
+    if self.config.grid == "1x1":
+      tokens = tokens.mean(axis=1, keepdims=True)
+    elif self.config.grid != "8x8":
+      raise ValueError(f"grid must be '8x8' or '1x1', got {self.config.grid!r}")
+    x = self.drop(self.visual_proj(tokens.astype(self.config.dtype)), deterministic=not train)
+    carry, _ = self.encoder(x)
+    return carry
+
+  def logits(self, y: Array) -> Array:
+    logits = self.embed.attend(y.astype(jnp.float32))
+    words = self.config.num_words
+    if words is not None and words < self.config.vocab_size:
+      logits = jnp.where(jnp.arange(self.config.vocab_size) < words, logits, NEG_INF)
+    return logits
+
+  def decode(self, memory: Carry, tokens: Array, train: bool = False) -> Array:
+    """Teacher forcing: tokens (B, L) starting with BOS -> logits (B, L, vocab)."""
+    x = self.drop(self.embed(tokens), deterministic=not train)
+    _, y = self.decoder(x, initial_carry=memory)
+    return self.logits(self.drop(y, deterministic=not train))
+
+  def __call__(self, inputs: Array, tokens: Array, train: bool = False) -> Array:
+    return self.decode(self.encode(inputs, train), tokens, train)
+
+  def init_cache(self, memory: Carry) -> Carry:
+    return memory
+
+  def decode_step(self, cache: Carry, token: Array, index: Array) -> tuple[Array, Carry]:
+    del index  # an LSTM's carry already holds the position
+    carry, y = self.decoder_cell(cache, self.embed(token))
+    return self.logits(y), carry
+
+
+def count_params(vocab_rows: int, d: int, feature_dim: int, grid: str = "8x8") -> int:
+  """Analytic parameter count (without the image encoder): embedding, projection and two LSTMs."""
+  del grid  # both variants share the same parameters
+  lstm = 4 * (d * d + d * d + d)   # input kernel, recurrent kernel (no bias), bias on the input kernel
+  return vocab_rows * d + (feature_dim * d + d) + 2 * lstm
+
