@@ -217,6 +217,17 @@ def _format_eta(seconds: float) -> str:
   return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def truncate_history(path: str, step: int) -> None:
+  """Drops log records past `step`: a run killed after logging them repeats those steps when it resumes."""
+  if not os.path.exists(path):
+    return
+  with open(path, encoding="utf-8") as f:
+    lines = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    f.writelines(lines)
+  os.replace(path + ".tmp", path)
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split."""
   os.makedirs(workdir, exist_ok=True)
@@ -256,6 +267,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   # --- Train Loop ---
   history_path = os.path.join(workdir, "train_history.jsonl")
   step = int(state.step)
+  if jax.process_index() == 0:
+    truncate_history(history_path, step)
   total = config.num_train_steps
   t_last, step_last = time.time(), step
   while step < total:

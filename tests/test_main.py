@@ -132,6 +132,8 @@ def test_sigkill_then_resume_gives_the_same_parameters(trained, tmp_path):
   assert killed_at < STEPS
   subprocess.run(_command(workdir, data_dir), cwd=REPO, env=_env(), check=True, capture_output=True,
                  timeout=600)
+  history = [json.loads(line)["step"] for line in (workdir / "train_history.jsonl").read_text().splitlines()]
+  assert history == list(range(5, STEPS + 1, 5))  # steps logged before the kill and repeated are not doubled
   got = _final_params(workdir)
   flat_expected = jax.tree_util.tree_leaves_with_path(expected)
   flat_got = dict(jax.tree_util.tree_leaves_with_path(got))

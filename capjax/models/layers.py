@@ -34,6 +34,27 @@ def sinusoidal_positions(length: int, dim: int, max_timescale: float = 1e4) -> n
   return signal.astype(np.float32)
 
 
+def word_embedding(vocab_rows: int, d: int) -> nn.Embed:
+  """The word embedding, also the output projection (tied) through `Embed.attend`."""
+  return nn.Embed(vocab_rows, d, name="embed",
+                  embedding_init=logical(nn.initializers.normal(stddev=d**-0.5), ("vocab", "embed")))
+
+
+def visual_projection(d: int, dtype: Dtype) -> nn.Dense:
+  """Image-encoder channels -> model width."""
+  return nn.Dense(d, dtype=dtype, name="visual_proj",
+                  kernel_init=logical(nn.initializers.xavier_uniform(), ("features", "embed")),
+                  bias_init=logical(nn.initializers.zeros, ("embed",)))
+
+
+def mask_padding_rows(logits: Array, num_words: int | None) -> Array:
+  """Logits of the embedding rows added only to make the table divisible are never predicted."""
+  rows = logits.shape[-1]
+  if num_words is None or num_words >= rows:
+    return logits
+  return jnp.where(jnp.arange(rows) < num_words, logits, NEG_INF)
+
+
 class MultiHeadAttention(nn.Module):
   """Multi-head attention whose key/value projection can run once and be reused (decode caches)."""
 

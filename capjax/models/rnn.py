@@ -13,7 +13,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from capjax.models.layers import NEG_INF, logical
+from capjax.models import layers
+from capjax.models.layers import logical
 
 Array = jax.Array
 Carry = tuple[Array, Array]
@@ -44,13 +45,8 @@ class RNN(nn.Module):
 
   def setup(self):
     c = self.config
-    self.embed = nn.Embed(
-        c.vocab_size, c.d_model,
-        embedding_init=logical(nn.initializers.normal(stddev=c.d_model**-0.5), ("vocab", "embed")))
-    self.visual_proj = nn.Dense(
-        c.d_model, dtype=c.dtype, name="visual_proj",
-        kernel_init=logical(nn.initializers.xavier_uniform(), ("features", "embed")),
-        bias_init=logical(nn.initializers.zeros, ("embed",)))
+    self.embed = layers.word_embedding(c.vocab_size, c.d_model)
+    self.visual_proj = layers.visual_projection(c.d_model, c.dtype)
     self.encoder = nn.RNN(_cell(c.d_model, "encoder_cell"), return_carry=True, name="encoder")
     self.decoder_cell = _cell(c.d_model, "decoder_cell")
     self.decoder = nn.RNN(self.decoder_cell, return_carry=True, name="decoder")
@@ -70,11 +66,7 @@ class RNN(nn.Module):
     return carry
 
   def logits(self, y: Array) -> Array:
-    logits = self.embed.attend(y.astype(jnp.float32))
-    words = self.config.num_words
-    if words is not None and words < self.config.vocab_size:
-      logits = jnp.where(jnp.arange(self.config.vocab_size) < words, logits, NEG_INF)
-    return logits
+    return layers.mask_padding_rows(self.embed.attend(y.astype(jnp.float32)), self.config.num_words)
 
   def decode(self, memory: Carry, tokens: Array, train: bool = False) -> Array:
     """Teacher forcing: tokens (B, L) starting with BOS -> logits (B, L, vocab)."""

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from capjax.models import layers
-from capjax.models.layers import NEG_INF, logical
+from capjax.models.layers import NEG_INF
 
 Array = jax.Array
 
@@ -89,13 +89,8 @@ class T2T(nn.Module):
 
   def setup(self):
     c = self.config
-    self.embed = nn.Embed(
-        c.vocab_size, c.d_model,
-        embedding_init=logical(nn.initializers.normal(stddev=c.d_model**-0.5), ("vocab", "embed")))
-    self.visual_proj = nn.Dense(
-        c.d_model, dtype=c.dtype, name="visual_proj",
-        kernel_init=logical(nn.initializers.xavier_uniform(), ("features", "embed")),
-        bias_init=logical(nn.initializers.zeros, ("embed",)))
+    self.embed = layers.word_embedding(c.vocab_size, c.d_model)
+    self.visual_proj = layers.visual_projection(c.d_model, c.dtype)
     self.encoder_layers = [EncoderLayer(c, name=f"encoder_{i}") for i in range(c.encoder_layers)]
     self.encoder_norm = layers.layer_norm("encoder_norm", c.dtype)
     self.decoder_layers = [DecoderLayer(c, name=f"decoder_{i}") for i in range(c.decoder_layers)]
@@ -128,11 +123,8 @@ class T2T(nn.Module):
     return x + jnp.asarray(layers.sinusoidal_positions(c.max_len, c.d_model))[positions]
 
   def logits(self, y: Array) -> Array:
-    logits = self.embed.attend(self.decoder_norm(y).astype(jnp.float32))
-    words = self.config.num_words
-    if words is not None and words < self.config.vocab_size:
-      logits = jnp.where(jnp.arange(self.config.vocab_size) < words, logits, NEG_INF)
-    return logits
+    return layers.mask_padding_rows(self.embed.attend(self.decoder_norm(y).astype(jnp.float32)),
+                                    self.config.num_words)
 
   def decode(self, memory: Array, tokens: Array, train: bool = False) -> Array:
     """Teacher-forced decoding: tokens (B, L) starting with BOS -> logits (B, L, vocab)."""
