@@ -101,13 +101,17 @@ def dummy_inputs(config: ml_collections.ConfigDict, batch: int) -> tuple[np.ndar
 
 
 def loss_fn(model: nn.Module, params: Any, batch: dict[str, jax.Array], rng: jax.Array,
-            label_smoothing: float) -> tuple[jax.Array, jax.Array]:
-  """Mean token cross-entropy over non-PAD targets, and the number of those tokens."""
+            label_smoothing: float, num_words: int) -> tuple[jax.Array, jax.Array]:
+  """Mean token cross-entropy over non-PAD targets, and the number of those tokens.
+
+  Label smoothing spreads its mass over the `num_words` real words only: the embedding's padding rows have
+  masked logits, and any target mass on them would add ~1e9 to the loss.
+  """
   logits = model.apply({"params": params}, batch["image"], batch["inputs"], train=True, rngs={"dropout": rng})
-  vocab = logits.shape[-1]
-  targets = jax.nn.one_hot(batch["targets"], vocab)
+  targets = jax.nn.one_hot(batch["targets"], logits.shape[-1])
   if label_smoothing:
-    targets = targets * (1.0 - label_smoothing) + label_smoothing / vocab
+    uniform = (jnp.arange(logits.shape[-1]) < num_words) / num_words
+    targets = targets * (1.0 - label_smoothing) + label_smoothing * uniform
   loss = optax.softmax_cross_entropy(logits, targets)
   mask = (batch["targets"] != PAD_ID).astype(jnp.float32)
   tokens = mask.sum()
@@ -143,7 +147,7 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
   def train_step(state: TrainState, batch: dict[str, jax.Array]) -> tuple[TrainState, dict[str, jax.Array]]:
     rng = jax.random.fold_in(base_rng, state.step)
     grad_fn = jax.value_and_grad(
-        lambda p: loss_fn(model, p, batch, rng, config.label_smoothing), has_aux=True)
+        lambda p: loss_fn(model, p, batch, rng, config.label_smoothing, vocab_size), has_aux=True)
     (loss, tokens), grads = grad_fn(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
