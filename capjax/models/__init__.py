@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import flax.linen as nn
+import jax
+import jax.numpy as jnp
 import ml_collections
 
-from capjax.models import encoders
+from capjax.models import encoders, inception_resnet_v2
 from capjax.models.rnn import RNN, RNNConfig
 from capjax.models.t2t import T2T, T2TConfig
 
 MODELS = ("t2t", "rnn")
-ENCODERS = ("conv", "features")
+ENCODERS = ("conv", "features", "irv2")
+
+
+class IRv2Grid(nn.Module):
+  """Inception-ResNet-v2 without its head, fine-tuned with the captioner: pixels -> its (B, h, w, 1536) grid.
+
+  Batch norm runs on its stored statistics (frozen, as when fine-tuning with small batches); they live beside
+  the weights in this module's params, since the train step carries params only, and get no gradient.
+  """
+
+  @nn.compact
+  def __call__(self, images: jax.Array, train: bool = False) -> jax.Array:
+    del train  # frozen batch norm, no dropout
+    net = inception_resnet_v2.InceptionResNetV2(num_classes=None)
+    x = encoders.to_unit_range(images)
+    variables = self.param("irv2", lambda rng: net.init(rng, jnp.zeros((1, *x.shape[1:]), jnp.float32)))
+    stats = jax.lax.stop_gradient(variables["batch_stats"])
+    return net.apply({"params": variables["params"], "batch_stats": stats}, x)["grid"]
 
 
 def build_encoder(config: ml_collections.ConfigDict) -> nn.Module:
@@ -19,6 +38,8 @@ def build_encoder(config: ml_collections.ConfigDict) -> nn.Module:
     return encoders.ConvGridEncoder(widths=tuple(config.widths), out_features=config.out_features)
   if name == "features":
     return encoders.FeatureGrid()
+  if name == "irv2":
+    return IRv2Grid()
   raise ValueError(f"model.encoder.name={name!r} is not one of {ENCODERS}")
 
 

@@ -35,8 +35,8 @@ def counts(config, vocab_size: int) -> dict[str, int]:
   shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), images, tokens))["params"]
   sizes = {k: sum(int(np.prod(x.shape)) for x in jax.tree.leaves(v)) for k, v in shapes.items()}
   encoder = sizes.pop("image_encoder", 0)
-  feature_dim = config.dataset.feature_shape[-1] if config.model.encoder.name == "features" \
-      else config.model.encoder.out_features
+  feature_dim = {"features": config.dataset.feature_shape[-1], "irv2": 1536}.get(
+      config.model.encoder.name, config.model.encoder.get("out_features"))
   if config.model.name == "t2t":
     analytic = t2t.count_params(model.config, feature_dim)
   else:

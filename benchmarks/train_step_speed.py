@@ -1,0 +1,136 @@
+"""Train-step examples/s and achieved FLOP/s of the paper's four captioners, on features and on pixels.
+
+`python benchmarks/train_step_speed.py [--models=t2t8x8,t2t1x1,rnn8x8,rnn1x1] [--inputs=features,pixels]
+[--steps=3] [--batch=25] [--image_size=299]`. One device; random weights and inputs (speed does not depend on
+them). FLOP/s is a fraction of a matmul peak measured in the same run (jitted 2048x2048 float32 matmuls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from capjax import sharding
+from capjax.tools.param_count import load_config
+from capjax.train import make_setup
+
+MODELS = {"t2t8x8": "configs/t2t.py:8x8", "t2t1x1": "configs/t2t.py:1x1",
+          "rnn8x8": "configs/rnn.py:8x8", "rnn1x1": "configs/rnn.py:1x1"}
+
+
+def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
+  """FLOP/s of the best of `repeats` jitted (n, n) @ (n, n) float32 matmuls."""
+  a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+  b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32)
+  matmul = jax.jit(jnp.matmul)
+  jax.block_until_ready(matmul(a, b))
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(matmul(a, b))
+    best = min(best, time.perf_counter() - start)
+  return 2 * n**3 / best
+
+
+def _config(spec: str, inputs: str, batch: int, image_size: int) -> ml_collections.ConfigDict:
+  c = load_config(spec)
+  c.batch_size = batch
+  if inputs == "pixels":
+    c.model.encoder.name = "irv2"  # Inception-ResNet-v2 fine-tuned end to end (frozen batch-norm statistics)
+    c.dataset.image_size = image_size
+  return c
+
+
+def _batch(c: ml_collections.ConfigDict, vocab_size: int) -> dict[str, np.ndarray]:
+  rng = np.random.default_rng(0)
+  b, length = c.batch_size, c.max_caption_tokens + 1
+  if c.model.encoder.name == "features":
+    image = rng.normal(size=(b, *c.dataset.feature_shape)).astype(np.float32)
+  else:
+    image = rng.integers(0, 256, (b, c.dataset.image_size, c.dataset.image_size, 3), dtype=np.uint8)
+  return {"image": image, "inputs": rng.integers(1, vocab_size, (b, length)).astype(np.int32),
+          "targets": rng.integers(1, vocab_size, (b, length)).astype(np.int32)}
+
+
+def _xla_flops(compiled) -> float | None:
+  analysis = compiled.cost_analysis()
+  if isinstance(analysis, (list, tuple)):
+    analysis = analysis[0] if analysis else None
+  flops = (analysis or {}).get("flops")
+  return float(flops) if flops and flops > 0 else None
+
+
+def lstm_loop_flops(c: ml_collections.ConfigDict) -> float:
+  """Matmul FLOPs (forward + backward = 3x forward) of the LSTM steps XLA's cost analysis leaves out: it counts
+  a while loop's body once, and the encoder runs 64 (8x8) or 1 (1x1) steps, the decoder 16."""
+  d, b = c.model.d_model, c.batch_size
+  steps = (64 if c.model.grid == "8x8" else 1) + c.max_caption_tokens + 1
+  per_step = 2 * b * (d + d) * 4 * d  # input and recurrent kernels, 4 gates
+  return 3.0 * per_step * (steps - 2)  # encoder and decoder bodies are each counted once already
+
+
+def step_flops(c: ml_collections.ConfigDict, compiled, params: int, tokens: int) -> tuple[float, str]:
+  """FLOPs of one train step and where the number comes from."""
+  flops = _xla_flops(compiled)
+  if flops is None:  # backends without a cost analysis: the 6 * parameters * tokens rule of thumb
+    return 6.0 * params * tokens, "analytic 6·N·tokens"
+  if c.model.name == "rnn":
+    return flops + lstm_loop_flops(c), "XLA + LSTM loop steps"
+  return flops, "XLA cost analysis"
+
+
+def measure(spec: str, inputs: str, args: argparse.Namespace) -> dict[str, float | str]:
+  c = _config(spec, inputs, args.batch, args.image_size)
+  mesh = sharding.make_mesh(c, jax.devices()[:1])
+  setup = make_setup(c, args.vocab_size, mesh)
+  state = setup.init(jax.random.key(0))
+  batch = sharding.host_to_global(_batch(c, args.vocab_size), mesh)
+  start = time.perf_counter()
+  compiled = setup.train_step.lower(state, batch).compile()
+  compile_s = time.perf_counter() - start
+  params = sum(x.size for x in jax.tree.leaves(state.params))
+  flops, source = step_flops(c, compiled, params, c.batch_size * (c.max_caption_tokens + 1))
+  state, metrics = compiled(state, batch)  # warm-up
+  jax.block_until_ready(metrics)
+  times = []
+  for _ in range(args.steps):
+    start = time.perf_counter()
+    state, metrics = compiled(state, batch)
+    jax.block_until_ready(metrics)
+    times.append(time.perf_counter() - start)
+  step_s = float(np.median(times))
+  return {"compile_s": compile_s, "step_s": step_s, "examples_s": c.batch_size / step_s, "flops": flops,
+          "source": source}
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {list(MODELS)}")
+  parser.add_argument("--inputs", default="features,pixels", help="features (8x8x1536 grids), pixels (IRv2)")
+  parser.add_argument("--steps", type=int, default=3, help="timed steps after compilation and one warm-up")
+  parser.add_argument("--batch", type=int, default=25, help="the paper's batch size")
+  parser.add_argument("--image_size", type=int, default=299, help="pixels: Inception-ResNet-v2 input size")
+  parser.add_argument("--vocab_size", type=int, default=3920)
+  args = parser.parse_args()
+  peak = matmul_peak()
+  device = jax.devices()[0]
+  print(f"{device.platform} ({device.device_kind}), batch {args.batch}, median of {args.steps} steps; "
+        f"matmul peak (2048² f32) {peak / 1e9:.1f} GFLOP/s\n")
+  print("| model | input | compile s | step s | examples/s | GFLOP/step | FLOPs from | GFLOP/s | of peak |")
+  print("|---|---|---:|---:|---:|---:|---|---:|---:|")
+  for inputs in args.inputs.split(","):
+    for name in args.models.split(","):
+      r = measure(MODELS[name], inputs, args)
+      achieved = r["flops"] / r["step_s"]
+      label = f"{inputs} ({args.image_size}px IRv2)" if inputs == "pixels" else "features 8x8x1536"
+      print(f"| {MODELS[name]} | {label} | {r['compile_s']:.1f} | {r['step_s']:.3f} | {r['examples_s']:.1f} | "
+            f"{r['flops'] / 1e9:.1f} | {r['source']} | {achieved / 1e9:.1f} | {achieved / peak:.0%} |", flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,121 @@
+"""The paper's four captioners (T2T and RNN, 8x8 and 1x1) from the real config files memorise one batch; at paper
+size they train sharded over a (data=4, model=2) mesh; the 'irv2' encoder holds a fine-tunable IRv2."""
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from capjax import models, sharding
+from capjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from capjax.models import inception_resnet_v2 as irv2
+from capjax.tools.param_count import load_config
+from capjax.train import make_setup
+
+PAPER_MODELS = ["configs/t2t.py:8x8", "configs/t2t.py:1x1", "configs/rnn.py:8x8", "configs/rnn.py:1x1"]
+VOCAB = 50     # words incl. the 4 specials; padded to 64 embedding rows, split in two by the model axis
+BATCH = 8
+MAX_STEPS = 150
+OVERFIT_LOSS = 0.05
+# Paper-size sharded steps: one T2T and one RNN (the 1x1/8x8 siblings run the same code on another grid, and
+# add ~2 min of compilation on a 2-core CPU).
+SHARDED_MODELS = ["configs/t2t.py:8x8", "configs/rnn.py:1x1"]
+
+
+def _config(spec: str) -> ml_collections.ConfigDict:
+  """The config file's model on pre-extracted features, trained with constant-rate Adam 3e-3, batch 8."""
+  c = load_config(spec)
+  assert c.model.encoder.name == "features" and tuple(c.dataset.feature_shape) == (8, 8, 1536)
+  c.batch_size = BATCH
+  c.optimizer.name = "adam"
+  c.optimizer.learning_rate = 3e-3
+  c.optimizer.warmup_steps = 0
+  c.optimizer.schedule = "constant"
+  return c
+
+
+def _shrink(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Narrower and shallower for CI time; the architecture (grid, tied embeddings, layer types, 8 heads, the
+  1536-d feature projection) is unchanged. Label smoothing and dropout are off: they keep the loss of a
+  memorised batch above zero, and are training regularisers, not part of the architecture."""
+  c.model.d_model = 64
+  if c.model.name == "t2t":
+    c.model.mlp_dim = 128
+    c.model.encoder_layers = 2
+    c.model.decoder_layers = 2
+  c.model.dropout_rate = 0.0
+  c.label_smoothing = 0.0
+  return c
+
+
+def _batch(seed: int = 0) -> dict[str, np.ndarray]:
+  """Random (B, 8, 8, 1536) features and random captions of 5-15 words: BOS w1..wn -> w1..wn EOS, PAD after."""
+  rng = np.random.default_rng(seed)
+  features = rng.normal(size=(BATCH, 8, 8, 1536)).astype(np.float32)
+  inputs = np.full((BATCH, 16), PAD_ID, np.int32)
+  targets = np.full((BATCH, 16), PAD_ID, np.int32)
+  for i, n in enumerate(rng.integers(5, 16, BATCH)):
+    words = rng.integers(EOS_ID + 2, VOCAB, n)  # ids past the specials (UNK included as a word)
+    inputs[i, 0], inputs[i, 1:n + 1] = BOS_ID, words
+    targets[i, :n], targets[i, n] = words, EOS_ID
+  return {"image": features, "inputs": inputs, "targets": targets}
+
+
+@pytest.mark.parametrize("spec", PAPER_MODELS)
+def test_memorises_one_batch(spec):
+  config = _shrink(_config(spec))
+  mesh = sharding.make_mesh(config, jax.devices()[:1])
+  setup = make_setup(config, VOCAB, mesh)
+  state = setup.init(jax.random.key(0))
+  batch = sharding.host_to_global(_batch(), mesh)
+  losses = []
+  while len(losses) < MAX_STEPS and (not losses or losses[-1] >= OVERFIT_LOSS):
+    state, metrics = setup.train_step(state, batch)
+    losses.append(float(metrics["loss"]))
+  assert losses[0] > 3.0, losses[0]  # starts near chance, ln(50) = 3.9
+  assert losses[-1] < OVERFIT_LOSS, f"{spec}: loss {losses[-1]:.4f} after {len(losses)} steps"
+
+
+@pytest.mark.parametrize("spec", SHARDED_MODELS)
+def test_paper_size_train_step_is_sharded_over_data_and_model(spec):
+  config = _config(spec)  # the paper's widths and depths
+  config.mesh.data, config.mesh.model = 4, 2
+  mesh = sharding.make_mesh(config)
+  assert dict(mesh.shape) == {"data": 4, "model": 2}
+  setup = make_setup(config, VOCAB, mesh)
+  # Initialised on one device, then placed on the mesh: XLA's partitioned QR makes the sharded init of each
+  # LSTM orthogonal kernel take ~50 s on fake CPU devices (0.7 s unsharded); the train step is what is tested.
+  single = make_setup(_config(spec), VOCAB, sharding.make_mesh(_config(spec), jax.devices()[:1]))
+  state = jax.device_put(single.init(jax.random.key(0)), setup.state_shardings)
+  embedding = state.params["embed"]["embedding"]
+  assert embedding.shape == (64, 512) and embedding.sharding.spec == P("model", None)
+  assert {s.data.shape for s in embedding.addressable_shards} == {(32, 512)}
+  batch = sharding.host_to_global(_batch(), mesh)
+  assert {s.data.shape[0] for s in batch["image"].addressable_shards} == {2}
+  state, metrics = setup.train_step(state, batch)
+  assert np.isfinite(float(metrics["loss"])) and np.isfinite(float(metrics["grad_norm"]))
+  assert int(state.step) == 1
+
+
+def test_irv2_encoder_holds_inception_resnet_v2_for_fine_tuning_on_pixels():
+  """`model.encoder.name = 'irv2'`: the captioner's params hold a headless Inception-ResNet-v2 (weights and its
+  frozen batch-norm statistics) and its memory is read from the network's grid. Shapes only: no compilation."""
+  config = _config("configs/t2t.py:1x1")
+  config.model.encoder.name = "irv2"
+  model = models.build(config, VOCAB)
+  images = jax.ShapeDtypeStruct((2, 75, 75, 3), jnp.uint8)  # the smallest input IRv2 takes
+  tokens = jax.ShapeDtypeStruct((2, 16), jnp.int32)
+  variables = nn.unbox(jax.eval_shape(model.init, jax.random.key(0), images, tokens))
+  held = variables["params"]["image_encoder"]["irv2"]
+  released = nn.unbox(irv2.abstract_variables(irv2.InceptionResNetV2(num_classes=None), image_size=75))
+  assert jax.tree.map(lambda x: x.shape, held) == jax.tree.map(lambda x: x.shape, dict(released))
+  assert set(held) == {"params", "batch_stats"}
+  logits = jax.eval_shape(model.apply, variables, images, tokens)
+  assert logits.shape == (2, 16, 64)
+  memory = jax.eval_shape(functools.partial(model.apply, method=model.encode), variables, images)
+  assert memory.shape == (2, 1, 512)  # one pooled visual token of d_model
