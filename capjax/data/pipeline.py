@@ -59,8 +59,9 @@ def _builder(config: ml_collections.ConfigDict):
   return tfds.builder(full_name, data_dir=default_data_dir(config)), how
 
 
-def prepare(config: ml_collections.ConfigDict) -> None:
-  """Builds the dataset if it is embedded (no download) and missing; otherwise checks that it exists."""
+def prepare(config: ml_collections.ConfigDict):
+  """The dataset's builder, after building it if it is embedded (no download) and missing; otherwise it
+  checks that the dataset exists."""
   builder, how = _builder(config)
   info_path = os.path.join(builder.data_dir, "dataset_info.json")
   if os.path.exists(info_path):
@@ -69,7 +70,7 @@ def prepare(config: ml_collections.ConfigDict) -> None:
       raise DatasetNotBuiltError(
           f"dataset {builder.name} in {builder.data_dir} was built as {fmt}; tfds.data_source needs "
           f"ArrayRecord: rebuild with --file_format=array_record.")
-    return
+    return builder
   if not config.get("auto_build", False):
     raise DatasetNotBuiltError(f"dataset {builder.name!r} is not built in {builder.data_dir}. To build it: {how}.")
   if jax.process_index() == 0:
@@ -78,12 +79,12 @@ def prepare(config: ml_collections.ConfigDict) -> None:
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     multihost_utils.sync_global_devices("capjax_dataset_built")
+  return builder
 
 
 def data_source(config: ml_collections.ConfigDict, split: str):
   """The ArrayRecord random-access source of `split` (building embedded datasets on first use)."""
-  prepare(config)
-  builder, _ = _builder(config)
+  builder = prepare(config)
   if split not in builder.info.splits:
     raise ValueError(f"split {split!r} not in {builder.name}: has {sorted(builder.info.splits)}")
   return builder.as_data_source(split=split)

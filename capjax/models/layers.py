@@ -47,6 +47,17 @@ def visual_projection(d: int, dtype: Dtype) -> nn.Dense:
                   bias_init=logical(nn.initializers.zeros, ("embed",)))
 
 
+def grid_tokens(grid: Array, mode: str) -> Array:
+  """(B, h, w, C) feature grid -> visual tokens: (B, h*w, C) in raster order for "8x8", (B, 1, C) mean for "1x1"."""
+  b, h, w, ch = grid.shape
+  tokens = grid.reshape(b, h * w, ch)
+  if mode == "1x1":
+    return tokens.mean(axis=1, keepdims=True)
+  if mode == "8x8":
+    return tokens
+  raise ValueError(f"grid must be '8x8' or '1x1', got {mode!r}")
+
+
 def mask_padding_rows(logits: Array, num_words: int | None) -> Array:
   """Logits of the embedding rows added only to make the table divisible are never predicted."""
   rows = logits.shape[-1]

@@ -54,13 +54,7 @@ class RNN(nn.Module):
 
   def encode(self, inputs: Array, train: bool = False) -> Carry:
     """The encoder LSTM's final (c, h) after reading the visual tokens."""
-    grid = self.image_encoder(inputs, train=train)
-    b, h, w, ch = grid.shape
-    tokens = grid.reshape(b, h * w, ch)
-    if self.config.grid == "1x1":
-      tokens = tokens.mean(axis=1, keepdims=True)
-    elif self.config.grid != "8x8":
-      raise ValueError(f"grid must be '8x8' or '1x1', got {self.config.grid!r}")
+    tokens = layers.grid_tokens(self.image_encoder(inputs, train=train), self.config.grid)
     x = self.drop(self.visual_proj(tokens.astype(self.config.dtype)), deterministic=not train)
     carry, _ = self.encoder(x)
     return carry

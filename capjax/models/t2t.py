@@ -98,17 +98,10 @@ class T2T(nn.Module):
     self.drop = nn.Dropout(c.dropout_rate)
 
   def visual_tokens(self, inputs: Array, train: bool) -> Array:
-    grid = self.image_encoder(inputs, train=train)              # (B, h, w, C)
-    b, h, w, ch = grid.shape
-    if self.config.grid == "1x1":
-      tokens = grid.reshape(b, 1, h * w, ch).mean(axis=2)
-    elif self.config.grid == "8x8":
-      tokens = grid.reshape(b, h * w, ch)
-    else:
-      raise ValueError(f"grid must be '8x8' or '1x1', got {self.config.grid!r}")
+    tokens = layers.grid_tokens(self.image_encoder(inputs, train=train), self.config.grid)
     x = self.visual_proj(tokens.astype(self.config.dtype))
     if self.config.grid == "8x8":
-      x = x + layers.sinusoidal_positions(h * w, self.config.d_model)[None]
+      x = x + layers.sinusoidal_positions(tokens.shape[1], self.config.d_model)[None]
     return x
 
   def encode(self, inputs: Array, train: bool = False) -> Array:
