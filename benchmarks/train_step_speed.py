@@ -42,6 +42,7 @@ def _config(spec: str, inputs: str, batch: int, image_size: int) -> ml_collectio
   c.batch_size = batch
   if inputs == "pixels":
     c.model.encoder.name = "irv2"  # Inception-ResNet-v2 fine-tuned end to end (frozen batch-norm statistics)
+    c.dataset.features = ""
     c.dataset.image_size = image_size
   return c
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections.abc import Collection
 
 
+class ConfigError(ValueError):
+  """Config fields that do not fit together; the message says which and what to set (main exits with 2)."""
+
+
 def parse_arg(arg: str | None, variants: Collection[str]) -> tuple[set[str], dict[str, str]]:
   """'shapes,1x1,steps=100' -> ({'shapes', '1x1'}, {'steps': '100'}); unknown variant names are errors."""
   names: set[str] = set()

@@ -49,7 +49,8 @@ def decode_split(setup, params, source, vocab: Vocabulary, config: ml_collection
                  num_examples: int | None = None) -> tuple[list[int], list[str]]:
   """Greedy captions for the first `num_examples` examples of `source` (all by default), in order."""
   indices, captions = [], []
-  for batch in pipeline.eval_batches(source, config.dataset.image_size, config.eval.batch_size, num_examples):
+  for batch in pipeline.eval_batches(source, config.dataset.image_size, config.eval.batch_size, num_examples,
+                                      pipeline.input_key(config)):
     index = batch.pop("index")
     tokens = setup.decode(params, sharding.host_to_global(batch, setup.mesh)["image"])
     tokens = sharding.global_batch_to_host(tokens)
@@ -127,6 +128,18 @@ def report(result: EvalResult, split: str, step: int, config: ml_collections.Con
     print(f"constant caption: {result.baseline['caption']!r}")
 
 
+def pictures(config: ml_collections.ConfigDict, split: str, indices: list[int]) -> list[np.ndarray] | None:
+  """The pictures of `split`'s examples `indices`; for a feature variant, from its source dataset (None when
+  that is not built here)."""
+  source = pipeline.data_source(config.dataset, split)
+  if pipeline.input_key(config) == "image":
+    return [np.asarray(source[i]["image"]) for i in indices]
+  pixels = pipeline.pixel_source(config.dataset, split)
+  if pixels is None:
+    return None
+  return [np.asarray(pixels[int(source[i]["source_index"])]["image"]) for i in indices]
+
+
 def write_outputs(result: EvalResult, workdir: str, split: str, step: int, config: ml_collections.ConfigDict,
                   history_path: str | None = None) -> dict[str, str]:
   """metrics JSON, COCO results JSON, gallery PNG and loss curve PNG; returns {kind: path}."""
@@ -145,12 +158,16 @@ def write_outputs(result: EvalResult, workdir: str, split: str, step: int, confi
                "metrics": result.metrics, "constant_caption_baseline": result.baseline}, f, indent=2)
   with open(paths["predictions"], "w", encoding="utf-8") as f:
     json.dump([{"image_id": i, "caption": c} for i, c in zip(result.indices, result.predictions)], f, indent=1)
-  source = pipeline.data_source(config.dataset, split)
   n = min(max(config.eval.gallery_size, config.eval.rating_sheet_size), len(result.predictions))
-  images = [np.asarray(source[result.indices[k]]["image"]) for k in range(n)]
+  images = pictures(config, split, result.indices[:n])
+  if images is None:  # features without their pixel dataset here: metrics and predictions only
+    n = 0
   g = min(config.eval.gallery_size, n)
-  gallery.write_gallery(paths["gallery"], images[:g], result.predictions[:g], result.references[:g],
-                        result.objects[:g] if result.objects else None)
+  if g:
+    gallery.write_gallery(paths["gallery"], images[:g], result.predictions[:g], result.references[:g],
+                          result.objects[:g] if result.objects else None)
+  else:
+    del paths["gallery"]
   r = min(config.eval.rating_sheet_size, n)
   if r:
     from capjax.metrics import human_eval  # pylint: disable=g-import-not-at-top

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -18,12 +19,14 @@ from PIL import Image, UnidentifiedImageError
 from capjax import evaluate as evaluate_lib
 from capjax import sharding
 from capjax import train
+from capjax.config_util import ConfigError
 from capjax.data import pipeline, preprocess
 from capjax.data.vocab import VOCAB_FILENAME, Vocabulary
 
 
 def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
   """(setup, params, vocab, step) from a training workdir; `step` None means the best by validation CIDEr-D."""
+  pipeline.input_key(config)
   if not os.path.exists(os.path.join(workdir, VOCAB_FILENAME)):
     raise FileNotFoundError(f"{workdir} has no {VOCAB_FILENAME}: train first with --mode=train --workdir={workdir}")
   vocab = Vocabulary.load(workdir)
@@ -59,6 +62,25 @@ def load_image(path: str, size: int) -> np.ndarray:
     raise ValueError(f"{path}: not a readable image ({e})") from e
 
 
+def feature_extractor(config: ml_collections.ConfigDict, batch: int) -> Callable[[np.ndarray], np.ndarray] | None:
+  """For a model trained on pre-extracted features: uint8 pictures -> the features it reads, computed by the
+  Inception-ResNet-v2 in `model.encoder.weights` (as capjax.tools.extract_tfds_features did). None for pixels."""
+  key = pipeline.input_key(config)
+  if key == "image":
+    return None
+  weights = config.model.encoder.get("weights")
+  if not weights:
+    raise ConfigError(
+        "this model reads pre-extracted Inception-ResNet-v2 features: to caption image files, point "
+        "--config.model.encoder.weights at the converted weights that extracted them (the directory written by "
+        "`python -m capjax.tools.convert_weights`)")
+  from capjax.models import inception_resnet_v2 as irv2  # pylint: disable=g-import-not-at-top
+  from capjax.tools.extract_tfds_features import Encoder  # pylint: disable=g-import-not-at-top
+  devices = jax.local_devices() if batch % jax.local_device_count() == 0 else jax.local_devices()[:1]
+  encoder = Encoder(irv2.load_converted(weights), devices, "float32")
+  return lambda images: np.asarray(jax.device_get(encoder(images)[key]))
+
+
 def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
                   step: int | None = None) -> dict[str, Any]:
   """Captions every image matching `pattern`; unreadable files are reported and counted, not fatal."""
@@ -77,10 +99,13 @@ def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
     except ValueError as e:
       failed[p] = str(e)
       logging.warning("%s", e)
+  features = feature_extractor(config, batch)
   captions: list[str] = []
   for start in range(0, len(images), batch):
     chunk = np.stack(images[start:start + batch])
     padded = np.concatenate([chunk, np.zeros((batch - len(chunk), *chunk.shape[1:]), chunk.dtype)])
+    if features is not None:
+      padded = features(padded)
     tokens = sharding.global_batch_to_host(
         setup.decode(params, sharding.host_to_global({"image": padded}, setup.mesh)["image"]))
     captions += [vocab.decode(t) for t in tokens[:len(chunk)]]

@@ -65,6 +65,7 @@ def main(argv) -> None:
                          "--config=configs/t2t.py:shapes --workdir=workdir/shapes")
   maybe_initialize_distributed(_DISTRIBUTED.value)
   from capjax import inference, train  # pylint: disable=g-import-not-at-top
+  from capjax.config_util import ConfigError  # pylint: disable=g-import-not-at-top
   from capjax.data.pipeline import DatasetNotBuiltError  # pylint: disable=g-import-not-at-top
   config, workdir = _CONFIG.value, _WORKDIR.value
   try:
@@ -77,7 +78,7 @@ def main(argv) -> None:
         raise app.UsageError("--mode=caption needs --images=GLOB")
       inference.caption_files(config, workdir, _IMAGES.value, _STEP.value)
       return
-  except (DatasetNotBuiltError, FileNotFoundError) as e:
+  except (ConfigError, DatasetNotBuiltError, FileNotFoundError) as e:
     logging.error("%s", e)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)

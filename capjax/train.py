@@ -28,6 +28,7 @@ from capjax import decode as decode_lib
 from capjax import evaluate as evaluate_lib
 from capjax import models
 from capjax import sharding
+from capjax.config_util import ConfigError
 from capjax.data import pipeline
 from capjax.data.vocab import PAD_ID, Vocabulary, build_vocabulary
 
@@ -94,7 +95,8 @@ class Setup:
 def dummy_inputs(config: ml_collections.ConfigDict, batch: int) -> tuple[np.ndarray, np.ndarray]:
   d = config.dataset
   if config.model.encoder.name == "features":
-    images = np.zeros((batch, *d.feature_shape), np.float32)
+    shape = d.feature_shape[-1:] if d.get("feature_key") == "pooled" else d.feature_shape
+    images = np.zeros((batch, *shape), np.float32)
   else:
     images = np.zeros((batch, d.image_size, d.image_size, 3), np.uint8)
   return images, np.zeros((batch, config.max_caption_tokens + 1), np.int32)
@@ -234,6 +236,7 @@ def truncate_history(path: str, step: int) -> None:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split."""
+  pipeline.input_key(config)  # pixels or pre-extracted features: a mismatched config fails before any work
   os.makedirs(workdir, exist_ok=True)
   if config.debug_nans:
     jax.config.update("jax_debug_nans", True)
@@ -243,7 +246,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   logging.info("Mesh %s over %d devices (%s)", dict(mesh.shape), mesh.size, jax.devices()[0].platform)
   for name, size in (("batch_size", config.batch_size), ("eval.batch_size", config.eval.batch_size)):
     if size % mesh.shape["data"]:
-      raise ValueError(f"{name}={size} is not divisible by the mesh's data axis ({mesh.shape['data']}): "
+      raise ConfigError(f"{name}={size} is not divisible by the mesh's data axis ({mesh.shape['data']}): "
                        f"set --config.{name} to a multiple of it, or --config.mesh.data to a divisor.")
 
   # --- Input Pipeline ---

@@ -32,7 +32,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.dataset.eval_split = "validation"     # picks the best checkpoint (validation CIDEr-D)
   c.dataset.test_split = "test"
   c.dataset.image_size = 299
-  c.dataset.feature_shape = (8, 8, 1536)  # for the `features` encoder
+  # Pre-extracted Inception-ResNet-v2 features: the `cc3m_irv2` variant written by
+  # `python -m capjax.tools.extract_tfds_features --dataset=cc3m --weights=DIR` ("" reads pixels).
+  c.dataset.features = "irv2"
+  c.dataset.feature_key = "pooled" if "1x1" in variants else "grid"  # 1x1 reads the 1536-d pooled vector
+  c.dataset.feature_shape = (8, 8, 1536)  # the grid at 299x299 pixels
   c.vocab = ml_collections.ConfigDict({"min_count": 4})  # rarer training-caption words -> <UNK>
   c.max_caption_tokens = 15               # captions truncated to 15 words
   c.augment = ml_collections.ConfigDict({"crop": False, "crop_min_scale": 0.5, "color": False})
@@ -49,7 +53,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.model.decoder_layers = 6
   c.model.dropout_rate = 0.1
   c.model.vocab_multiple = 64             # embedding rows padded to a multiple (the model axis must divide it)
-  c.model.encoder = ml_collections.ConfigDict({"name": "features", "widths": (32, 64, 128), "out_features": 128})
+  # features: frozen pre-extracted grids (dataset.features); irv2: Inception-ResNet-v2 fine-tuned on pixels;
+  # conv: a small CNN (the synthetic scenes). `weights` (converted by capjax.tools.convert_weights) lets
+  # `--mode=caption` run a features model on image files.
+  c.model.encoder = ml_collections.ConfigDict({
+      "name": "features", "widths": (32, 64, 128), "out_features": 128, "weights": ""})
 
   # Optimisation: Adagrad at 0.01, batch 25, as the paper.
   c.batch_size = 25                       # global batch, split over the mesh's data axis
@@ -101,6 +109,7 @@ def _shapes(c: ml_collections.ConfigDict) -> None:
   """The embedded synthetic scenes and a small model: trains in ~10 minutes on a 2-core CPU."""
   c.dataset.name = "synthetic_scenes"
   c.dataset.auto_build = True
+  c.dataset.features = ""
   c.dataset.image_size = 64
   c.model.encoder.name = "conv"
   c.model.d_model = 128

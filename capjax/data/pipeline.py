@@ -16,6 +16,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from capjax.config_util import ConfigError
 from capjax.data import preprocess
 from capjax.data.vocab import Vocabulary
 
@@ -40,9 +41,31 @@ def default_data_dir(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
   return os.path.expanduser(config["data_dir"] or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
 
 
+def feature_variant(config: ml_collections.ConfigDict) -> str:
+  """The TFDS name of the dataset read: `name`, or `name_{features}` when training on pre-extracted features."""
+  return f"{config.name}_{config.features}" if config.get("features") else config.name
+
+
+def input_key(config: ml_collections.ConfigDict) -> str:
+  """The record field the model reads: "image" (pixels) or the feature variant's `feature_key` (grid|pooled)."""
+  d, encoder = config.dataset, config.model.encoder.name
+  if (encoder == "features") != bool(d.get("features")):
+    raise ConfigError(
+        f"model.encoder.name={encoder!r} with dataset.features={d.get('features')!r}: the 'features' encoder "
+        "reads pre-extracted features (set --config.dataset.features=irv2, written by `python -m "
+        "capjax.tools.extract_tfds_features`), the pixel encoders ('conv', 'irv2') need dataset.features=''")
+  if encoder != "features":
+    return "image"
+  if d.feature_key not in ("grid", "pooled"):
+    raise ConfigError(f"dataset.feature_key={d.feature_key!r}: use 'grid' (h x w x 1536) or 'pooled' (1536)")
+  return d.feature_key
+
+
 def _builder(config: ml_collections.ConfigDict):
-  """The TFDS builder for `config` (dataset.name, data_dir, builder_config)."""
+  """The TFDS builder for `config` (dataset.name, data_dir, builder_config, features)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  if config.get("features"):
+    return _variant_builder(config)
   name = config.name
   module, how = KNOWN_BUILDERS.get(
       name, (None, f"`python -m capjax.data.build --dataset={name} --data_dir={default_data_dir(config)}`"))
@@ -59,6 +82,38 @@ def _builder(config: ml_collections.ConfigDict):
   return tfds.builder(full_name, data_dir=default_data_dir(config)), how
 
 
+def _variant_builder(config: ml_collections.ConfigDict):
+  """The feature variant written by capjax.tools.extract_tfds_features (read from its files: no builder code)."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  source = config.name + (f"/{config.builder_config}" if config.get("builder_config") else "")
+  name = feature_variant(config) + (f"/{config.builder_config}" if config.get("builder_config") else "")
+  _, build = KNOWN_BUILDERS.get(
+      config.name, (None, f"`python -m capjax.data.build --dataset={source} --data_dir={default_data_dir(config)}`"))
+  how = (f"(1) build {source} if it is not built: {build}; (2) convert Inception-ResNet-v2 weights "
+         f"(`python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=WEIGHTS_DIR`); "
+         f"(3) run `python -m capjax.tools.extract_tfds_features "
+         f"--dataset={source} --weights=WEIGHTS_DIR --variant={config.features} "
+         f"--data_dir={default_data_dir(config)}`")
+  try:
+    return tfds.builder(name, data_dir=default_data_dir(config)), how
+  except tfds.core.registered.DatasetNotFoundError as e:
+    raise DatasetNotBuiltError(
+        f"the feature variant {name!r} is not in {default_data_dir(config)}. To write it: {how}.") from e
+
+
+def pixel_source(config: ml_collections.ConfigDict, split: str):
+  """The pixels behind a feature variant's split (records' `source_index` index it), or None when that
+  dataset is not built here."""
+  pixels = ml_collections.ConfigDict(dict(config))
+  pixels.features = ""
+  pixels.auto_build = False
+  try:
+    return data_source(pixels, split)
+  except (DatasetNotBuiltError, ValueError) as e:
+    logging.warning("no pictures for the gallery: %s", e)
+    return None
+
+
 def prepare(config: ml_collections.ConfigDict):
   """The dataset's builder, after building it if it is embedded (no download) and missing; otherwise it
   checks that the dataset exists."""
@@ -71,7 +126,7 @@ def prepare(config: ml_collections.ConfigDict):
           f"dataset {builder.name} in {builder.data_dir} was built as {fmt}; tfds.data_source needs "
           f"ArrayRecord: rebuild with --file_format=array_record.")
     return builder
-  if not config.get("auto_build", False):
+  if not config.get("auto_build", False) or config.get("features"):
     raise DatasetNotBuiltError(f"dataset {builder.name!r} is not built in {builder.data_dir}. To build it: {how}.")
   if jax.process_index() == 0:
     logging.info("Building %s into %s (first use).", builder.name, builder.data_dir)
@@ -99,19 +154,24 @@ def split_captions(source) -> Iterator[str]:
 
 @dataclasses.dataclass(frozen=True)
 class TrainTransform(grain.transforms.RandomMap):
-  """Picks one reference caption at random, encodes it, and optionally augments the image."""
+  """Picks one reference caption at random, encodes it, and optionally augments the image (pre-extracted
+  features, read from `key`, pass unchanged)."""
 
   vocab: Vocabulary
   max_tokens: int
   image_size: int
   augment: preprocess.AugmentConfig
+  key: str = "image"
 
   def random_map(self, record: dict[str, Any], rng: np.random.Generator) -> dict[str, np.ndarray]:
     captions = record["captions"]
     caption = captions[rng.integers(len(captions))]
     caption = caption.decode("utf-8") if isinstance(caption, bytes) else str(caption)
     inputs, targets = self.vocab.encode(caption, self.max_tokens)
-    image = preprocess.train_image(np.asarray(record["image"]), self.image_size, self.augment, rng)
+    if self.key == "image":
+      image = preprocess.train_image(np.asarray(record["image"]), self.image_size, self.augment, rng)
+    else:
+      image = np.asarray(record[self.key])
     return {"image": image, "inputs": inputs, "targets": targets}
 
 
@@ -128,22 +188,30 @@ def train_iterator(config: ml_collections.ConfigDict, source, vocab: Vocabulary)
   ds = grain.MapDataset.source(source)
   ds = ds[jax.process_index()::jax.process_count()]
   ds = ds.seed(config.seed).shuffle().repeat()
-  ds = ds.random_map(TrainTransform(vocab, config.max_caption_tokens, config.dataset.image_size, augment))
+  ds = ds.random_map(TrainTransform(vocab, config.max_caption_tokens, config.dataset.image_size, augment,
+                                    input_key(config)))
   ds = ds.batch(process_batch_size(config.batch_size), drop_remainder=True)
   read = grain.ReadOptions(num_threads=config.input.num_threads, prefetch_buffer_size=config.input.prefetch)
   return iter(ds.to_iter_dataset(read))
 
 
 def eval_batches(source, image_size: int, global_batch_size: int, num_examples: int | None = None,
-                 ) -> Iterator[dict[str, np.ndarray]]:
-  """Ordered batches of this process's rows; `index` = example index, -1 on padding rows (mask them)."""
+                 key: str = "image") -> Iterator[dict[str, np.ndarray]]:
+  """Ordered batches of this process's rows; `index` = example index, -1 on padding rows (mask them).
+
+  `image` holds the resized pictures, or the pre-extracted features read from `key` (zeros on padding rows).
+  """
   n = len(source) if num_examples is None else min(num_examples, len(source))
   local = process_batch_size(global_batch_size)
   offset = jax.process_index() * local
+  blank = None if key == "image" or not n else np.zeros_like(np.asarray(source[0][key]))
   for start in range(0, n, global_batch_size):
     index = np.arange(start + offset, start + offset + local)
     index = np.where(index < n, index, -1)
-    images = np.stack([
-        preprocess.eval_image(np.asarray(source[int(i)]["image"]) if i >= 0 else None, image_size)
-        for i in index])
+    if key == "image":
+      images = np.stack([
+          preprocess.eval_image(np.asarray(source[int(i)]["image"]) if i >= 0 else None, image_size)
+          for i in index])
+    else:
+      images = np.stack([np.asarray(source[int(i)][key]) if i >= 0 else blank for i in index])
     yield {"image": images, "index": index.astype(np.int32)}

@@ -1,0 +1,429 @@
+r"""Inception-ResNet-v2 features for a whole TFDS dataset, written as a TFDS dataset that training reads instead
+of pixels (the paper trains on frozen features: running the CNN every step is most of the cost).
+
+  python -m capjax.tools.extract_tfds_features --dataset=cc3m --weights=DIR [--data_dir=DIR] \
+      [--splits=train,validation,test] [--dtype=float16] [--batch_size=64] [--examples_per_shard=4096]
+
+The output is the dataset `{dataset}_{variant}` (default variant `irv2`, e.g. `cc3m_irv2`) with the source's builder
+config and version, beside the source in `--data_dir` (or in `--output_data_dir`). Each record holds the source's
+fields except its images, plus
+  grid          (h, w, 1536) Inception-ResNet-v2's last feature map (8×8 at 299×299 pixels), in --dtype
+  pooled        (1536,) its spatial mean, in --dtype
+  source_index  the record's index in the source split (the gallery finds the picture there).
+Train on it with `--config.dataset.features=irv2` (the paper configs' default).
+
+Each split is cut into shards of --examples_per_shard consecutive examples. A shard is written to a temporary
+file and renamed when complete, so a killed job, run again with the same arguments, resumes at the first missing
+shard. Under `jax.distributed` the processes take shards in turn; within a process every batch is split over its
+local devices. A record whose image cannot be decoded is skipped, reported and counted (`skipped.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+import tqdm
+from absl import logging
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from capjax.data import preprocess
+from capjax.models import inception_resnet_v2 as irv2
+
+DEFAULT_VARIANT = "irv2"
+DEFAULT_BATCH_SIZE = 64
+DEFAULT_EXAMPLES_PER_SHARD = 4096
+MANIFEST = "extraction.json"
+SKIPPED = "skipped.json"
+SHARD_INFO_DIR = "shard_info"   # one JSON per finished shard: its length and skipped records
+FEATURE_KEYS = ("grid", "pooled")
+READ_WORKERS = 8
+
+
+def variant_name(dataset: str, variant: str = DEFAULT_VARIANT) -> str:
+  """The TFDS name of `dataset`'s feature variant, e.g. cc3m -> cc3m_irv2."""
+  return f"{dataset}_{variant}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """Everything the written features depend on; a resumed job must match the one that started."""
+  source: str            # name/config/version of the source dataset
+  weights: str           # sha256 of the converted weights' metadata (it names the source file's sha256)
+  image_size: int
+  dtype: str
+  image_key: str
+  examples_per_shard: int
+
+
+def shard_ranges(num_examples: int, examples_per_shard: int) -> list[tuple[int, int]]:
+  """[start, stop) index ranges of consecutive examples; at least one (possibly empty) shard per split."""
+  if examples_per_shard < 1:
+    raise ValueError(f"examples_per_shard must be positive, got {examples_per_shard}")
+  starts = range(0, max(num_examples, 1), examples_per_shard)
+  return [(s, min(s + examples_per_shard, num_examples)) for s in starts]
+
+
+def output_features(source_features, image_key: str, grid_shape: tuple[int, ...], dtype: str):
+  """The source's FeaturesDict without its images, plus grid, pooled and source_index."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  if image_key not in source_features:
+    raise ValueError(f"the source has no {image_key!r} feature (it has {sorted(source_features)}): "
+                     "name its image with --image_key")
+  kept = {k: f for k, f in source_features.items() if not isinstance(f, tfds.features.Image)}
+  for key in (*FEATURE_KEYS, "source_index"):
+    if key in kept:
+      raise ValueError(f"the source already has a {key!r} feature; it would be overwritten")
+  return tfds.features.FeaturesDict({
+      **kept,
+      "grid": tfds.features.Tensor(shape=grid_shape, dtype=np.dtype(dtype),
+                                   doc="Inception-ResNet-v2 feature map (conv_7b), raster order."),
+      "pooled": tfds.features.Tensor(shape=(grid_shape[-1],), dtype=np.dtype(dtype),
+                                     doc="Spatial mean of the grid (the model's global average pool)."),
+      "source_index": tfds.features.Scalar(np.int64, doc="Index of the record in the source split."),
+  })
+
+
+class Encoder:
+  """uint8 (B, S, S, 3) images -> {"grid", "pooled"} in `dtype`, the batch split over `devices`."""
+
+  def __init__(self, variables: Any, devices: Sequence[jax.Device], dtype: str):
+    self.mesh = Mesh(np.asarray(devices), ("data",))
+    replicated = NamedSharding(self.mesh, P())
+    self.batch_sharding = NamedSharding(self.mesh, P("data"))
+    model = irv2.InceptionResNetV2(num_classes=None)
+    headless = {k: v for k, v in variables["params"].items() if k != irv2.HEAD_NAME}
+    self.variables = jax.device_put({"params": headless, "batch_stats": variables["batch_stats"]}, replicated)
+
+    def encode(variables, images):
+      out = model.apply(variables, irv2.preprocess(images))
+      return {k: out[k].astype(dtype) for k in FEATURE_KEYS}
+    self._encode = jax.jit(encode, in_shardings=(replicated, self.batch_sharding),
+                           out_shardings=self.batch_sharding)
+
+  @property
+  def num_devices(self) -> int:
+    return self.mesh.size
+
+  def __call__(self, images: np.ndarray) -> dict[str, jax.Array]:
+    return self._encode(self.variables, images)
+
+
+@dataclasses.dataclass
+class ShardResult:
+  num_examples: int
+  skipped: list[tuple[int, str]]  # (source index, reason)
+
+
+def _read(source, index: int, image_key: str, size: int) -> tuple[dict[str, Any] | None, np.ndarray | None, str]:
+  """(record without images, resized pixels, "") or (None, None, reason) when the record cannot be decoded."""
+  try:
+    record = source[index]
+    pixels = preprocess.resize(np.asarray(record[image_key], np.uint8), size)
+    if pixels.ndim != 3 or pixels.shape[-1] != 3:
+      raise ValueError(f"image of shape {pixels.shape} is not RGB")
+  except Exception as error:  # noqa: BLE001: any undecodable record is skipped and reported, never fatal
+    return None, None, f"{type(error).__name__}: {error}"
+  return record, pixels, ""
+
+
+def encode_shard(source, start: int, stop: int, encoder: Encoder, image_key: str, image_size: int,
+                 batch_size: int, serialize: Callable[[dict[str, Any]], bytes], dropped: frozenset[str],
+                 write: Callable[[bytes], None], on_examples: Callable[[int], None] = lambda n: None) -> ShardResult:
+  """Writes the serialized output records of source[start:stop] in order, without the `dropped` (image)
+  fields; unreadable records are skipped and listed.
+
+  Records are decoded in threads while the devices encode the previous batch (dispatch is asynchronous).
+  """
+  written = 0
+  skipped: list[tuple[int, str]] = []
+  pending: tuple[list[tuple[int, dict]], dict[str, jax.Array]] | None = None
+
+  def finish(batch: list[tuple[int, dict]], outputs: dict[str, jax.Array]) -> None:
+    nonlocal written
+    host = jax.device_get(outputs)
+    for row, (index, record) in enumerate(batch):
+      example = {k: v for k, v in record.items() if k not in dropped}
+      example.update(grid=host["grid"][row], pooled=host["pooled"][row], source_index=index)
+      write(serialize(example))
+    written += len(batch)
+    on_examples(len(batch))
+
+  def batches() -> Iterator[tuple[list[tuple[int, dict]], np.ndarray]]:
+    batch: list[tuple[int, dict]] = []
+    pixels: list[np.ndarray] = []
+    with concurrent.futures.ThreadPoolExecutor(READ_WORKERS) as pool:
+      chunk = 4 * READ_WORKERS
+      for lo in range(start, stop, chunk):
+        indices = range(lo, min(lo + chunk, stop))
+        for index, (record, image, reason) in zip(
+            indices, pool.map(lambda i: _read(source, i, image_key, image_size), indices)):
+          if record is None:
+            skipped.append((index, reason))
+            logging.warning("skipped record %d: %s", index, reason)
+            on_examples(1)
+            continue
+          batch.append((index, record))
+          pixels.append(image)
+          if len(batch) == batch_size:
+            yield batch, np.stack(pixels)
+            batch, pixels = [], []
+    if batch:
+      padding = [np.zeros_like(pixels[0])] * (batch_size - len(batch))
+      yield batch, np.stack(pixels + padding)
+
+  for batch, pixels in batches():
+    outputs = encoder(pixels)
+    if pending:
+      finish(*pending)
+    pending = (batch, outputs)
+  if pending:
+    finish(*pending)
+  return ShardResult(written, skipped)
+
+
+def weights_fingerprint(weights_dir: str | pathlib.Path) -> str:
+  """sha256 of the converted weights' metadata.json (it records the sha256 of the file they came from)."""
+  return hashlib.sha256((pathlib.Path(weights_dir) / irv2.METADATA_FILE).read_bytes()).hexdigest()
+
+
+def _check_manifest(out_dir: pathlib.Path, settings: Settings) -> None:
+  """Writes the settings on the first run; a resumed run with other settings is an error, not a mixed dataset."""
+  path = out_dir / MANIFEST
+  wanted = dataclasses.asdict(settings)
+  if path.exists():
+    found = json.loads(path.read_text())
+    changed = sorted(k for k in wanted if found.get(k) != wanted[k])
+    if changed:
+      details = ", ".join(f"{k}: {found.get(k)!r} -> {wanted[k]!r}" for k in changed)
+      raise ValueError(
+          f"{out_dir} holds a partial extraction with other settings ({details}). Run again with the same "
+          f"arguments to resume it, or delete {out_dir} (or pick another --output_data_dir) to start over.")
+    return
+  out_dir.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_suffix(f".tmp{os.getpid()}")
+  tmp.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")
+  os.replace(tmp, path)
+
+
+def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data_dir: str | pathlib.Path,
+                    variant: str = DEFAULT_VARIANT, splits: Sequence[str] | None = None,
+                    image_size: int = irv2.IMAGE_SIZE, dtype: str = "float16", image_key: str = "image",
+                    batch_size: int = DEFAULT_BATCH_SIZE, examples_per_shard: int = DEFAULT_EXAMPLES_PER_SHARD,
+                    devices: Sequence[jax.Device] | None = None, sources: dict[str, Any] | None = None,
+                    progress: bool = True) -> pathlib.Path:
+  """Writes the feature variant of `source_builder` (a prepared TFDS builder) and returns its directory.
+
+  `sources` may replace the builder's data sources by split (tests pass sources with unreadable records).
+  """
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  from tensorflow_datasets.core import dataset_info as dataset_info_lib  # noqa: PLC0415
+  from tensorflow_datasets.core import naming  # noqa: PLC0415
+
+  if image_size < irv2.MIN_IMAGE_SIZE:
+    raise ValueError(f"image_size must be at least {irv2.MIN_IMAGE_SIZE}, got {image_size}")
+  if np.dtype(dtype) not in (np.float16, np.float32):
+    raise ValueError(f"dtype must be float16 or float32, got {dtype!r}")
+  info = source_builder.info
+  splits = list(splits or info.splits.keys())
+  missing = [s for s in splits if s not in info.splits]
+  if missing:
+    raise ValueError(f"splits {missing} are not in {source_builder.name}: it has {sorted(info.splits)}")
+  config = source_builder.builder_config.name if source_builder.builder_config else None
+  name = variant_name(source_builder.name, variant)
+  out_dir = pathlib.Path(output_data_dir).expanduser().resolve() / name
+  if config:
+    out_dir /= config
+  out_dir /= str(source_builder.version)
+
+  devices = list(devices or jax.local_devices())
+  if batch_size % len(devices):
+    batch_size += len(devices) - batch_size % len(devices)
+    logging.info("batch size rounded up to %d, a multiple of the %d local devices", batch_size, len(devices))
+  features = output_features(info.features, image_key, grid_shape(image_size), dtype)
+  dropped = frozenset(k for k, f in info.features.items() if isinstance(f, tfds.features.Image))
+
+  settings = Settings(
+      source=f"{source_builder.name}/{config or ''}/{source_builder.version}",
+      weights=weights_fingerprint(weights_dir), image_size=image_size, dtype=str(np.dtype(dtype)),
+      image_key=image_key, examples_per_shard=examples_per_shard)
+  if jax.process_index() == 0:
+    _check_manifest(out_dir, settings)
+  _sync("capjax_features_manifest")
+  if jax.process_index() != 0:
+    _check_manifest(out_dir, settings)
+
+  template = naming.ShardedFileTemplate(
+      data_dir=out_dir, dataset_name=name, filetype_suffix="array_record", template=naming.DEFAULT_FILENAME_TEMPLATE)
+  info_dir = out_dir / SHARD_INFO_DIR
+  info_dir.mkdir(parents=True, exist_ok=True)
+  encoder: Encoder | None = None
+  for split in splits:
+    source = (sources or {}).get(split) or source_builder.as_data_source(split=split)
+    ranges = shard_ranges(len(source), examples_per_shard)
+    paths = shard_paths(template.replace(split=split), len(ranges))
+    mine = [i for i in range(len(ranges)) if i % jax.process_count() == jax.process_index()]
+    todo = [i for i in mine if not paths[i].exists()]
+    done = sum(ranges[i][1] - ranges[i][0] for i in mine if i not in todo)
+    total = sum(ranges[i][1] - ranges[i][0] for i in mine)
+    if done:
+      logging.info("%s: resuming, %d of %d shards already written", split, len(mine) - len(todo), len(mine))
+    bar = tqdm.tqdm(total=total, initial=done, unit="img", desc=f"{name} {split}", disable=not progress,
+                    file=sys.stderr)
+    for i in todo:
+      if encoder is None:
+        encoder = Encoder(irv2.load_converted(weights_dir), devices, dtype)
+      start, stop = ranges[i]
+      with _ShardWriter(paths[i], info_dir / f"{split}-{i:05d}.json") as writer:
+        writer.result = encode_shard(source, start, stop, encoder, image_key, image_size, batch_size,
+                                     features.serialize_example, dropped, writer.write, bar.update)
+    bar.close()
+  _sync("capjax_features_written")
+  if jax.process_index() == 0:
+    complete = [s for s in info.splits if all(p.exists() for p in shard_paths(
+        template.replace(split=s), len(shard_ranges(info.splits[s].num_examples, examples_per_shard))))]
+    for split in sorted(set(splits) - set(complete)):
+      logging.error("%s: some shards are not in %s (written by other processes to their own disks?): gather "
+                    "the shard files and %s/ there, then run the same command again to write the metadata",
+                    split, out_dir, SHARD_INFO_DIR)
+    _write_metadata(out_dir, name, config, source_builder, features, complete, template, info_dir, settings,
+                    dataset_info_lib, tfds)
+  _sync("capjax_features_metadata")
+  return out_dir
+
+
+def grid_shape(image_size: int) -> tuple[int, int, int]:
+  """(h, w, 1536) of the grid at `image_size` pixels: (8, 8, 1536) at 299."""
+  model = irv2.InceptionResNetV2(num_classes=None)
+  images = jax.ShapeDtypeStruct((1, image_size, image_size, 3), np.float32)
+  outputs, _ = jax.eval_shape(model.init_with_output, jax.random.key(0), images)
+  return tuple(outputs["grid"].shape[1:])
+
+
+def shard_paths(template, num_shards: int) -> list[pathlib.Path]:
+  """The split's shard files, named as TFDS names them (`name-split.array_record-00000-of-00003`)."""
+  return [pathlib.Path(os.fspath(p)) for p in template.sharded_filepaths(num_shards)]
+
+
+class _ShardWriter:
+  """Records go to a temporary file; on success the shard's info is written, then the file is renamed into
+  place. A shard file that exists is therefore complete, and its info is there."""
+
+  def __init__(self, path: pathlib.Path, info_path: pathlib.Path):
+    self.path, self.info_path = path, info_path
+    self.tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    self.result: ShardResult | None = None
+
+  def __enter__(self) -> _ShardWriter:
+    from array_record.python import array_record_module  # noqa: PLC0415
+    for stale in self.path.parent.glob(f".{self.path.name}.tmp*"):  # left by a job killed while writing it
+      stale.unlink()
+    self._writer = array_record_module.ArrayRecordWriter(os.fspath(self.tmp), "group_size:1")
+    return self
+
+  def write(self, record: bytes) -> None:
+    self._writer.write(record)
+
+  def __exit__(self, exc_type, exc, tb) -> None:
+    self._writer.close()
+    if exc_type is not None or self.result is None:
+      self.tmp.unlink(missing_ok=True)
+      return
+    self.info_path.write_text(json.dumps({"num_examples": self.result.num_examples,
+                                          "skipped": [list(s) for s in self.result.skipped]}) + "\n")
+    os.replace(self.tmp, self.path)
+
+
+def _write_metadata(out_dir, name, config, source_builder, features, splits, template, info_dir, settings,
+                    dataset_info_lib, tfds) -> None:
+  """dataset_info.json and features.json, so `tfds.builder(name/config, data_dir=...)` reads the shards."""
+  split_infos = []
+  skipped: dict[str, list] = {}
+  for split in splits:
+    infos = sorted(info_dir.glob(f"{split}-*.json"))
+    shard_info = [json.loads(p.read_text()) for p in infos]
+    t = template.replace(split=split)
+    split_infos.append(tfds.core.SplitInfo(
+        name=split, shard_lengths=[s["num_examples"] for s in shard_info],
+        num_bytes=sum(p.stat().st_size for p in shard_paths(t, len(infos))), filename_template=t))
+    skipped[split] = [s for info in shard_info for s in info["skipped"]]
+  identity = dataset_info_lib.DatasetIdentity(
+      name=name, version=tfds.core.Version(str(source_builder.version)), data_dir=os.fspath(out_dir),
+      module_name="", config_name=config,
+      config_description=f"{source_builder.name}/{config or ''} as Inception-ResNet-v2 features")
+  info = tfds.core.DatasetInfo(
+      builder=identity, features=features, disable_shuffling=True,
+      description=(f"Inception-ResNet-v2 features of {settings.source} at {settings.image_size}x"
+                   f"{settings.image_size} pixels, written by capjax.tools.extract_tfds_features."),
+      citation=source_builder.info.citation, homepage=source_builder.info.homepage)
+  info.set_file_format("array_record")
+  info.set_splits(tfds.core.SplitDict(split_infos))
+  info.write_to_directory(out_dir)
+  (out_dir / SKIPPED).write_text(json.dumps(skipped, indent=1) + "\n")
+
+
+def _sync(name: str) -> None:
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+    multihost_utils.sync_global_devices(name)
+
+
+def main(argv: Sequence[str] | None = None) -> pathlib.Path:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--dataset", required=True, help="source TFDS dataset, with its config: cc3m, synthetic_scenes/tiny")
+  parser.add_argument("--weights", required=True, help="directory written by capjax.tools.convert_weights")
+  parser.add_argument("--data_dir", default="", help="TFDS data dir of the source ('' -> $TFDS_DATA_DIR or "
+                      "~/tensorflow_datasets)")
+  parser.add_argument("--output_data_dir", default="", help="where the variant goes ('' -> --data_dir)")
+  parser.add_argument("--variant", default=DEFAULT_VARIANT, help="suffix of the output name: {dataset}_{variant}")
+  parser.add_argument("--splits", default="", help="comma-separated splits ('' -> all)")
+  parser.add_argument("--image_size", type=int, default=irv2.IMAGE_SIZE, help="299 gives the 8x8 grid")
+  parser.add_argument("--dtype", default="float16", choices=["float16", "float32"],
+                      help="storage type of grid and pooled (float16 halves the disk: 196 KB per 8x8 grid)")
+  parser.add_argument("--image_key", default="image", help="the source feature holding the picture")
+  parser.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE, help="per process, over its devices")
+  parser.add_argument("--examples_per_shard", type=int, default=DEFAULT_EXAMPLES_PER_SHARD,
+                      help="the unit of resumption and of the output files")
+  parser.add_argument("--distributed", default="auto", choices=["auto", "on", "off"],
+                      help="jax.distributed.initialize(), as capjax.main")
+  args = parser.parse_args(argv)
+  from capjax.data import pipeline  # noqa: PLC0415
+  from capjax.main import maybe_initialize_distributed  # noqa: PLC0415
+  maybe_initialize_distributed(args.distributed)
+  name, _, config = args.dataset.partition("/")
+  dataset = ml_collections.ConfigDict(
+      {"name": name, "builder_config": config, "data_dir": args.data_dir, "auto_build": False, "features": ""})
+  try:
+    source = pipeline.prepare(dataset)
+  except pipeline.DatasetNotBuiltError as error:
+    parser.exit(2, f"error: {error}\n")
+  irv2.read_metadata(args.weights)  # a clear error when the weights are not converted yet
+  start = time.perf_counter()
+  out_dir = extract_dataset(
+      source, args.weights, args.output_data_dir or pipeline.default_data_dir(dataset), args.variant,
+      [s for s in args.splits.split(",") if s] or None, args.image_size, args.dtype, args.image_key,
+      args.batch_size, args.examples_per_shard)
+  seconds = time.perf_counter() - start
+  if jax.process_index() == 0:
+    skipped = json.loads((out_dir / SKIPPED).read_text())
+    print(f"wrote {out_dir} in {seconds:.0f}s; skipped (unreadable): "
+          + ", ".join(f"{s} {len(v)}" for s, v in skipped.items()))
+    print(f"train on it with --config.dataset.features={args.variant}")
+  return out_dir
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,257 @@
+"""capjax.tools.extract_tfds_features: a TFDS dataset in, its Inception-ResNet-v2 feature variant out (sharded over
+8 fake devices, resumable by shard, unreadable records skipped and counted), and training reads the variant.
+
+Weights are random (saved as convert_weights saves them); the source is synthetic_scenes/tiny at 139 px (3x3 grid).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import ml_collections
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+from PIL import Image
+
+from capjax.data import pipeline
+from capjax.models import inception_resnet_v2 as irv2
+from capjax.tools import extract_features as ef
+from capjax.tools import extract_tfds_features as etf
+from test_extract_features import NUM_CLASSES, random_variables
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+IMAGE_SIZE = 139
+PER_SHARD = 24
+SPLITS = ("validation", "test")
+
+
+def _dataset_config(data_dir: pathlib.Path, features: str = "") -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict({"name": "synthetic_scenes", "builder_config": "tiny", "data_dir": str(data_dir),
+                                    "auto_build": True, "features": features})
+
+
+def _args(data_dir, weights, *extra) -> list[str]:
+  return ["--dataset=synthetic_scenes/tiny", f"--weights={weights}", f"--data_dir={data_dir}",
+          f"--image_size={IMAGE_SIZE}", "--dtype=float32", "--batch_size=8", f"--examples_per_shard={PER_SHARD}",
+          "--distributed=off", *extra]
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory) -> pathlib.Path:
+  directory = tmp_path_factory.mktemp("weights") / "irv2"
+  irv2.save_converted(directory, random_variables(NUM_CLASSES), {"format": "test", "num_classes": NUM_CLASSES})
+  return directory
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> pathlib.Path:
+  directory = tmp_path_factory.mktemp("tfds")
+  pipeline.prepare(_dataset_config(directory))
+  return directory
+
+
+@pytest.fixture(scope="module")
+def extracted(data_dir, weights) -> pathlib.Path:
+  assert len(jax.local_devices()) == 8
+  return etf.main(_args(data_dir, weights, f"--splits={','.join(SPLITS)}"))
+
+
+def _rows(out_dir: pathlib.Path, split: str) -> list[dict]:
+  builder = tfds.builder_from_directory(os.fspath(out_dir))
+  source = builder.as_data_source(split=split)
+  return [source[i] for i in range(len(source))]
+
+
+def test_variant_is_a_tfds_dataset_beside_the_source_with_the_source_fields_and_features(data_dir, extracted):
+  assert extracted == data_dir / "synthetic_scenes_irv2" / "tiny" / "1.0.0"
+  builder = tfds.builder("synthetic_scenes_irv2/tiny", data_dir=data_dir)
+  assert builder.info.file_format.value == "array_record"
+  assert {s: builder.info.splits[s].shard_lengths for s in builder.info.splits} == {
+      "validation": [24, 24, 16], "test": [24, 24, 16]}
+  assert set(builder.info.features) == {"id", "captions", "objects", "background", "grid", "pooled", "source_index"}
+  assert builder.info.features["grid"].shape == (3, 3, 1536)
+  assert json.loads((extracted / etf.SKIPPED).read_text()) == {"validation": [], "test": []}
+  source = pipeline.data_source(_dataset_config(data_dir), "test")
+  variant = builder.as_data_source(split="test")
+  for i in (0, 23, 24, 63):
+    original, row = source[i], variant[i]
+    assert row["source_index"] == i and row["id"] == original["id"]
+    assert list(row["captions"]) == list(original["captions"])
+    assert row["background"] == original["background"]
+    for key in original["objects"]:
+      np.testing.assert_array_equal(row["objects"][key], original["objects"][key])
+
+
+def test_sharded_features_equal_the_single_device_encoder_and_pooled_is_their_mean(data_dir, weights, extracted):
+  rows = _rows(extracted, "validation")
+  source = pipeline.data_source(_dataset_config(data_dir), "validation")
+  model = irv2.InceptionResNetV2(num_classes=NUM_CLASSES)
+  variables = irv2.load_converted(weights)
+  for first in (0, 30):  # two rows of the first shard, two of the second
+    pixels = np.stack([np.asarray(Image.fromarray(source[i]["image"]).resize((IMAGE_SIZE,) * 2, Image.BILINEAR))
+                       for i in (first, first + 1)])
+    want = jax.device_get(ef.encode(model, variables, pixels))
+    for k, i in enumerate((first, first + 1)):
+      np.testing.assert_allclose(rows[i]["grid"], want["grid"][k], rtol=1e-4, atol=1e-4)
+      np.testing.assert_allclose(rows[i]["pooled"], want["pooled"][k], rtol=1e-4, atol=1e-4)
+  grid = np.stack([r["grid"] for r in rows])
+  np.testing.assert_allclose(np.stack([r["pooled"] for r in rows]), grid.mean(axis=(1, 2)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_killed_job_resumes_at_the_first_missing_shard_and_gives_the_same_dataset(
+    data_dir, weights, extracted, tmp_path, monkeypatch):
+  out_root = tmp_path / "out"
+  args = _args(data_dir, weights, "--splits=validation", f"--output_data_dir={out_root}")
+  calls = []
+  real_encode_shard = etf.encode_shard
+
+  def dies_in_the_second_shard(source, start, stop, *rest):
+    calls.append(start)
+    if calls == [0, 24]:
+      raise KeyboardInterrupt("killed")
+    return real_encode_shard(source, start, stop, *rest)
+  monkeypatch.setattr(etf, "encode_shard", dies_in_the_second_shard)
+  with pytest.raises(KeyboardInterrupt):
+    etf.main(args)
+  out_dir = out_root / "synthetic_scenes_irv2" / "tiny" / "1.0.0"
+  shards = sorted(p.name for p in out_dir.glob("synthetic_scenes_irv2-validation.array_record-*"))
+  assert shards == ["synthetic_scenes_irv2-validation.array_record-00000-of-00003"]
+  assert not (out_dir / "dataset_info.json").exists()
+  (out_dir / f".{shards[0].replace('00000', '00001')}.tmp999").write_bytes(b"half a shard")  # a kill mid-write
+  first = (out_dir / shards[0]).stat()
+
+  calls.clear()
+  etf.main(args)
+  assert calls == [24, 48]  # only the missing shards are computed again
+  assert (out_dir / shards[0]).stat().st_mtime_ns == first.st_mtime_ns
+  assert not list(out_dir.glob(".*tmp*"))
+  resumed, straight = _rows(out_dir, "validation"), _rows(extracted, "validation")
+  assert [r["source_index"] for r in resumed] == list(range(64))
+  for a, b in zip(resumed, straight):
+    np.testing.assert_array_equal(a["grid"], b["grid"])
+
+
+def test_resuming_with_other_settings_is_refused_with_what_changed(data_dir, weights, extracted):
+  del extracted
+  with pytest.raises(ValueError, match=r"image_size: 139 -> 75.*same arguments to resume"):
+    etf.main(_args(data_dir, weights, "--splits=validation", "--image_size=75"))
+
+
+class _Unreadable:
+  """A data source whose records `bad` fail to decode, as a corrupt image in a real dataset does."""
+
+  def __init__(self, source, bad: set[int]):
+    self.source, self.bad = source, bad
+
+  def __len__(self) -> int:
+    return len(self.source)
+
+  def __getitem__(self, index: int):
+    if index in self.bad:
+      raise OSError(f"image file is truncated (record {index})")
+    return self.source[index]
+
+
+def test_unreadable_records_are_skipped_counted_and_reported_never_fatal(data_dir, weights, extracted, tmp_path):
+  del extracted
+  builder = pipeline.prepare(_dataset_config(data_dir))
+  broken = _Unreadable(builder.as_data_source(split="validation"), {5, 30})
+  out_dir = etf.extract_dataset(builder, weights, tmp_path, splits=["validation"], image_size=IMAGE_SIZE,
+                                dtype="float32", batch_size=8, examples_per_shard=PER_SHARD,
+                                sources={"validation": broken}, progress=False)
+  skipped = json.loads((out_dir / etf.SKIPPED).read_text())["validation"]
+  assert [index for index, _ in skipped] == [5, 30]
+  assert all("image file is truncated" in reason for _, reason in skipped)
+  info = tfds.builder_from_directory(os.fspath(out_dir)).info
+  assert info.splits["validation"].shard_lengths == [23, 23, 16]
+  assert [r["source_index"] for r in _rows(out_dir, "validation")] == [i for i in range(64) if i not in (5, 30)]
+
+
+def test_the_1x1_models_read_the_pooled_vector_and_pixel_encoders_refuse_features(data_dir, extracted):
+  del extracted
+  from capjax.data.vocab import build_vocabulary  # pylint: disable=g-import-not-at-top
+  from capjax.tools.param_count import load_config  # pylint: disable=g-import-not-at-top
+  config = load_config("configs/t2t.py:1x1")
+  assert (config.dataset.features, config.dataset.feature_key) == ("irv2", "pooled")
+  config.dataset.update(name="synthetic_scenes", builder_config="tiny", data_dir=str(data_dir))
+  config.batch_size = 8
+  source = pipeline.data_source(config.dataset, "validation")
+  vocab = build_vocabulary(pipeline.split_captions(source), 1)
+  batch = next(pipeline.train_iterator(config, source, vocab))
+  assert batch["image"].shape == (8, 1536) and batch["image"].dtype == np.float32
+  config.model.encoder.name = "irv2"
+  with pytest.raises(ValueError, match="pixel encoders"):
+    pipeline.input_key(config)
+
+
+def test_a_missing_variant_says_how_to_write_it(tmp_path):
+  with pytest.raises(pipeline.DatasetNotBuiltError, match="extract_tfds_features --dataset=synthetic_scenes/tiny"):
+    pipeline.data_source(_dataset_config(tmp_path, features="irv2"), "test")
+
+
+def test_main_trains_evaluates_and_captions_files_from_the_feature_variant(data_dir, weights, extracted, tmp_path):
+  del extracted
+  workdir = tmp_path / "work"
+  common = ["--config=configs/t2t.py:shapes,debug", "--config.model.encoder.name=features",
+            "--config.dataset.features=irv2", "--config.dataset.builder_config=tiny",
+            f"--config.dataset.data_dir={data_dir}", "--config.dataset.train_split=validation",
+            f"--config.dataset.image_size={IMAGE_SIZE}", f"--workdir={workdir}"]
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env.pop("XLA_FLAGS", None)
+  train = subprocess.run([sys.executable, "-m", "capjax.main", *common, "--config.num_train_steps=6",
+                          "--config.eval_every=1000", "--config.debug_nans=False"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  assert train.returncode == 0, train.stderr[-3000:]
+  assert "test split: 64 images" in train.stdout
+  out = next((workdir / "eval").glob("test_step6"))
+  assert len(json.loads((out / "predictions.json").read_text())) == 64
+  assert (out / "gallery.png").exists()  # pictures found through source_index in synthetic_scenes/tiny
+
+  images = tmp_path / "images"
+  images.mkdir()
+  source = pipeline.data_source(_dataset_config(data_dir), "test")
+  for i in range(2):
+    Image.fromarray(source[i]["image"]).save(images / f"{i}.png")
+  no_weights = subprocess.run([sys.executable, "-m", "capjax.main", *common, "--mode=caption",
+                               f"--images={images}/*.png"], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=600)
+  assert no_weights.returncode != 0 and "--config.model.encoder.weights" in no_weights.stderr
+  caption = subprocess.run([sys.executable, "-m", "capjax.main", *common, "--mode=caption",
+                            f"--images={images}/*.png", f"--config.model.encoder.weights={weights}"],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  assert caption.returncode == 0, caption.stderr[-3000:]
+  captions = json.loads((workdir / "captions.json").read_text())["captions"]
+  assert sorted(captions) == [f"{images}/0.png", f"{images}/1.png"]
+
+
+@pytest.mark.parametrize("spec", ["configs/t2t.py:8x8,debug", "configs/t2t.py:1x1,debug", "configs/rnn.py:8x8,debug",
+                                  "configs/rnn.py:1x1,debug"])
+def test_the_four_paper_models_train_resume_and_evaluate_on_features_over_a_data_and_model_mesh(
+    spec, data_dir, extracted, tmp_path):
+  """The paper configs (debug widths) on the feature variant, sharded (data=4, model=2) over 8 fake devices:
+  2 steps, then a second run resumes from that checkpoint to step 4, and the test split is beam-searched."""
+  del extracted
+  from capjax.tools.param_count import load_config  # pylint: disable=g-import-not-at-top
+  from capjax.train import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  config = load_config(spec)
+  assert config.model.encoder.name == "features" and config.decode.beam_size == 4
+  config.dataset.update(name="synthetic_scenes", builder_config="tiny", data_dir=str(data_dir),
+                        train_split="validation")
+  config.mesh.update(data=4, model=2)
+  config.update(num_train_steps=2, checkpoint_every=2, eval_every=1000, log_every=1, debug_nans=False)
+  config.eval.update(batch_size=32, num_examples=32, gallery_size=2, rating_sheet_size=0)
+  workdir = tmp_path / "work"
+  train_and_evaluate(config, os.fspath(workdir))
+  config.num_train_steps = 4
+  result = train_and_evaluate(config, os.fspath(workdir))
+  history = [json.loads(line)["step"] for line in (workdir / "train_history.jsonl").read_text().splitlines()]
+  assert history == [1, 2, 3, 4]  # the second run started from the step-2 checkpoint
+  assert {"cider_d", "object_precision", "relation_accuracy"} <= set(result["metrics"])
+  best = json.loads(pathlib.Path(result["outputs"]["metrics"]).read_text())
+  assert best["split"] == "test" and best["examples"] == 64 and best["step"] in (2, 4)
