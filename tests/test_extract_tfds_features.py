@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -137,10 +138,21 @@ def test_a_killed_job_resumes_at_the_first_missing_shard_and_gives_the_same_data
     np.testing.assert_array_equal(a["grid"], b["grid"])
 
 
-def test_resuming_with_other_settings_is_refused_with_what_changed(data_dir, weights, extracted):
+def test_resuming_with_other_settings_is_refused_with_what_changed(data_dir, weights, extracted, capsys):
   del extracted
-  with pytest.raises(ValueError, match=r"image_size: 139 -> 75.*same arguments to resume"):
+  with pytest.raises(SystemExit) as exit_info:
     etf.main(_args(data_dir, weights, "--splits=validation", "--image_size=75"))
+  assert exit_info.value.code == 2
+  assert re.search(r"image_size: 139 -> 75.*same arguments to resume", capsys.readouterr().err)
+
+
+def test_missing_weights_or_an_unknown_split_exit_with_what_to_do(data_dir, weights, tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    etf.main(_args(data_dir, tmp_path / "nothing", "--splits=validation"))
+  assert exit_info.value.code == 2 and "python -m capjax.tools.convert_weights" in capsys.readouterr().err
+  with pytest.raises(SystemExit) as exit_info:
+    etf.main(_args(data_dir, weights, "--splits=valid", f"--output_data_dir={tmp_path}"))
+  assert exit_info.value.code == 2 and "splits ['valid'] are not in synthetic_scenes" in capsys.readouterr().err
 
 
 class _Unreadable:

@@ -58,6 +58,10 @@ def variant_name(dataset: str, variant: str = DEFAULT_VARIANT) -> str:
   return f"{dataset}_{variant}"
 
 
+class SettingsError(ValueError):
+  """Arguments that cannot work (or do not match the partial extraction being resumed); says what to change."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """Everything the written features depend on; a resumed job must match the one that started."""
@@ -72,7 +76,7 @@ class Settings:
 def shard_ranges(num_examples: int, examples_per_shard: int) -> list[tuple[int, int]]:
   """[start, stop) index ranges of consecutive examples; at least one (possibly empty) shard per split."""
   if examples_per_shard < 1:
-    raise ValueError(f"examples_per_shard must be positive, got {examples_per_shard}")
+    raise SettingsError(f"examples_per_shard must be positive, got {examples_per_shard}")
   starts = range(0, max(num_examples, 1), examples_per_shard)
   return [(s, min(s + examples_per_shard, num_examples)) for s in starts]
 
@@ -81,12 +85,12 @@ def output_features(source_features, image_key: str, grid_shape: tuple[int, ...]
   """The source's FeaturesDict without its images, plus grid, pooled and source_index."""
   import tensorflow_datasets as tfds  # noqa: PLC0415
   if image_key not in source_features:
-    raise ValueError(f"the source has no {image_key!r} feature (it has {sorted(source_features)}): "
+    raise SettingsError(f"the source has no {image_key!r} feature (it has {sorted(source_features)}): "
                      "name its image with --image_key")
   kept = {k: f for k, f in source_features.items() if not isinstance(f, tfds.features.Image)}
   for key in (*FEATURE_KEYS, "source_index"):
     if key in kept:
-      raise ValueError(f"the source already has a {key!r} feature; it would be overwritten")
+      raise SettingsError(f"the source already has a {key!r} feature; it would be overwritten")
   return tfds.features.FeaturesDict({
       **kept,
       "grid": tfds.features.Tensor(shape=grid_shape, dtype=np.dtype(dtype),
@@ -209,7 +213,7 @@ def _check_manifest(out_dir: pathlib.Path, settings: Settings) -> None:
     changed = sorted(k for k in wanted if found.get(k) != wanted[k])
     if changed:
       details = ", ".join(f"{k}: {found.get(k)!r} -> {wanted[k]!r}" for k in changed)
-      raise ValueError(
+      raise SettingsError(
           f"{out_dir} holds a partial extraction with other settings ({details}). Run again with the same "
           f"arguments to resume it, or delete {out_dir} (or pick another --output_data_dir) to start over.")
     return
@@ -234,14 +238,14 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
   from tensorflow_datasets.core import naming  # noqa: PLC0415
 
   if image_size < irv2.MIN_IMAGE_SIZE:
-    raise ValueError(f"image_size must be at least {irv2.MIN_IMAGE_SIZE}, got {image_size}")
+    raise SettingsError(f"image_size must be at least {irv2.MIN_IMAGE_SIZE}, got {image_size}")
   if np.dtype(dtype) not in (np.float16, np.float32):
-    raise ValueError(f"dtype must be float16 or float32, got {dtype!r}")
+    raise SettingsError(f"dtype must be float16 or float32, got {dtype!r}")
   info = source_builder.info
   splits = list(splits or info.splits.keys())
   missing = [s for s in splits if s not in info.splits]
   if missing:
-    raise ValueError(f"splits {missing} are not in {source_builder.name}: it has {sorted(info.splits)}")
+    raise SettingsError(f"splits {missing} are not in {source_builder.name}: it has {sorted(info.splits)}")
   config = source_builder.builder_config.name if source_builder.builder_config else None
   name = variant_name(source_builder.name, variant)
   out_dir = pathlib.Path(output_data_dir).expanduser().resolve() / name
@@ -406,16 +410,16 @@ def main(argv: Sequence[str] | None = None) -> pathlib.Path:
   name, _, config = args.dataset.partition("/")
   dataset = ml_collections.ConfigDict(
       {"name": name, "builder_config": config, "data_dir": args.data_dir, "auto_build": False, "features": ""})
-  try:
-    source = pipeline.prepare(dataset)
-  except pipeline.DatasetNotBuiltError as error:
-    parser.exit(2, f"error: {error}\n")
-  irv2.read_metadata(args.weights)  # a clear error when the weights are not converted yet
   start = time.perf_counter()
-  out_dir = extract_dataset(
-      source, args.weights, args.output_data_dir or pipeline.default_data_dir(dataset), args.variant,
-      [s for s in args.splits.split(",") if s] or None, args.image_size, args.dtype, args.image_key,
-      args.batch_size, args.examples_per_shard)
+  try:  # a source that is not built, unconverted weights, or settings that do not fit: exit 2 with what to do
+    source = pipeline.prepare(dataset)
+    irv2.read_metadata(args.weights)
+    out_dir = extract_dataset(
+        source, args.weights, args.output_data_dir or pipeline.default_data_dir(dataset), args.variant,
+        [s for s in args.splits.split(",") if s] or None, args.image_size, args.dtype, args.image_key,
+        args.batch_size, args.examples_per_shard)
+  except (pipeline.DatasetNotBuiltError, FileNotFoundError, SettingsError) as error:
+    parser.exit(2, f"error: {error}\n")
   seconds = time.perf_counter() - start
   if jax.process_index() == 0:
     skipped = json.loads((out_dir / SKIPPED).read_text())
