@@ -185,6 +185,20 @@ def test_unreadable_records_are_skipped_counted_and_reported_never_fatal(data_di
   assert [r["source_index"] for r in _rows(out_dir, "validation")] == [i for i in range(64) if i not in (5, 30)]
 
 
+def test_grey_and_rgba_pictures_become_rgb_and_other_shapes_are_skipped_with_the_reason():
+  rng = np.random.default_rng(0)
+  grey = rng.integers(0, 256, (5, 7), dtype=np.uint8)
+  np.testing.assert_array_equal(etf.rgb(grey), np.stack([grey] * 3, axis=-1))
+  np.testing.assert_array_equal(etf.rgb(grey[..., None]), np.stack([grey] * 3, axis=-1))
+  rgba = rng.integers(0, 256, (5, 7, 4), dtype=np.uint8)
+  np.testing.assert_array_equal(etf.rgb(rgba), rgba[..., :3])
+  source = [{"image": grey}, {"image": rgba[..., :2]}]
+  record, pixels, reason = etf._read(source, 0, "image", 9)  # pylint: disable=protected-access
+  assert record is source[0] and pixels.shape == (9, 9, 3) and reason == ""
+  assert etf._read(source, 1, "image", 9) == (  # pylint: disable=protected-access
+      None, None, "ValueError: an image of shape (5, 7, 2) is neither grey, RGB nor RGBA")
+
+
 def test_the_1x1_models_read_the_pooled_vector_and_pixel_encoders_refuse_features(data_dir, extracted):
   del extracted
   from capjax.data.vocab import build_vocabulary  # pylint: disable=g-import-not-at-top

@@ -118,10 +118,6 @@ class Encoder:
     self._encode = jax.jit(encode, in_shardings=(replicated, self.batch_sharding),
                            out_shardings=self.batch_sharding)
 
-  @property
-  def num_devices(self) -> int:
-    return self.mesh.size
-
   def __call__(self, images: np.ndarray) -> dict[str, jax.Array]:
     return self._encode(self.variables, images)
 
@@ -132,13 +128,22 @@ class ShardResult:
   skipped: list[tuple[int, str]]  # (source index, reason)
 
 
+def rgb(image: np.ndarray) -> np.ndarray:
+  """(H, W), (H, W, 1), (H, W, 3) or (H, W, 4) uint8 -> (H, W, 3): grey repeated, alpha dropped."""
+  if image.ndim == 3 and image.shape[-1] == 1:
+    image = image[..., 0]
+  if image.ndim == 2:
+    return np.repeat(image[..., None], 3, axis=-1)
+  if image.ndim == 3 and image.shape[-1] in (3, 4):
+    return image[..., :3]
+  raise ValueError(f"an image of shape {image.shape} is neither grey, RGB nor RGBA")
+
+
 def _read(source, index: int, image_key: str, size: int) -> tuple[dict[str, Any] | None, np.ndarray | None, str]:
-  """(record without images, resized pixels, "") or (None, None, reason) when the record cannot be decoded."""
+  """(record, its picture as RGB resized to `size`, "") or (None, None, reason) when it cannot be decoded."""
   try:
     record = source[index]
-    pixels = preprocess.resize(np.asarray(record[image_key], np.uint8), size)
-    if pixels.ndim != 3 or pixels.shape[-1] != 3:
-      raise ValueError(f"image of shape {pixels.shape} is not RGB")
+    pixels = preprocess.resize(rgb(np.asarray(record[image_key], np.uint8)), size)
   except Exception as error:  # noqa: BLE001: any undecodable record is skipped and reported, never fatal
     return None, None, f"{type(error).__name__}: {error}"
   return record, pixels, ""
