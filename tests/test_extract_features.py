@@ -8,37 +8,21 @@ from __future__ import annotations
 import io
 import pathlib
 
-import flax.linen as nn
-import jax
 import numpy as np
 import PIL.Image
 import pytest
 
 from capjax.models import inception_resnet_v2 as irv2
 from capjax.tools import extract_features as ef
+from helpers import IRV2_NUM_CLASSES
 
 IMAGE_SIZE = 139  # 3×3 grid; fast on 2 CPU cores (299 gives 8×8, checked in test_inception_resnet_v2.py)
-NUM_CLASSES = 1000  # with IMAGE_SIZE and batch size 2, the compiled encoder is shared with the Keras parity test
-
-
-def random_variables(num_classes: int, seed: int = 0) -> dict:
-  """Random weights of the right shapes, drawn with numpy (initializing through XLA takes a minute on CPU)."""
-  rng = np.random.default_rng(seed)
-  abstract = nn.meta.unbox(irv2.abstract_variables(irv2.InceptionResNetV2(num_classes=num_classes)))
-
-  def draw(path: tuple, leaf: jax.ShapeDtypeStruct) -> np.ndarray:
-    if path[-1].key == "var":
-      return rng.uniform(0.5, 2.0, leaf.shape).astype(np.float32)
-    fan_in = int(np.prod(leaf.shape[:-1])) if len(leaf.shape) > 1 else 25
-    return rng.normal(0, 1 / np.sqrt(fan_in), leaf.shape).astype(np.float32)
-  return jax.tree_util.tree_map_with_path(draw, abstract)
+NUM_CLASSES = IRV2_NUM_CLASSES  # with IMAGE_SIZE and batch size 2, the compiled encoder is shared with the Keras parity test
 
 
 @pytest.fixture(scope="module")
-def weights_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-  directory = tmp_path_factory.mktemp("weights") / "irv2"
-  irv2.save_converted(directory, random_variables(NUM_CLASSES), {"format": "test", "num_classes": NUM_CLASSES})
-  return directory
+def weights_dir(irv2_weights: pathlib.Path) -> pathlib.Path:
+  return irv2_weights
 
 
 def _encoded(size: tuple[int, int], mode: str, image_format: str, seed: int) -> bytes:

@@ -24,7 +24,7 @@ from capjax.data import pipeline
 from capjax.models import inception_resnet_v2 as irv2
 from capjax.tools import extract_features as ef
 from capjax.tools import extract_tfds_features as etf
-from test_extract_features import NUM_CLASSES, random_variables
+from helpers import IRV2_NUM_CLASSES as NUM_CLASSES
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 IMAGE_SIZE = 139
@@ -44,10 +44,8 @@ def _args(data_dir, weights, *extra) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def weights(tmp_path_factory) -> pathlib.Path:
-  directory = tmp_path_factory.mktemp("weights") / "irv2"
-  irv2.save_converted(directory, random_variables(NUM_CLASSES), {"format": "test", "num_classes": NUM_CLASSES})
-  return directory
+def weights(irv2_weights) -> pathlib.Path:
+  return irv2_weights
 
 
 @pytest.fixture(scope="module")

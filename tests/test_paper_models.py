@@ -16,6 +16,7 @@ from capjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from capjax.models import inception_resnet_v2 as irv2
 from capjax.tools.param_count import load_config
 from capjax.train import make_setup
+from helpers import random_like
 
 PAPER_MODELS = ["configs/t2t.py:8x8", "configs/t2t.py:1x1", "configs/rnn.py:8x8", "configs/rnn.py:1x1"]
 VOCAB = 50     # words incl. the 4 specials; padded to 64 embedding rows, split in two by the model axis
@@ -119,19 +120,6 @@ def test_irv2_encoder_holds_inception_resnet_v2_for_fine_tuning_on_pixels():
   assert memory.shape == (2, 1, 512)  # one pooled visual token of d_model
 
 
-def _random_like(abstract, rng: np.random.Generator):
-  """Numpy draws of every leaf's shape: scaled normals, batch-norm variances in [0.5, 2] (XLA's init of a whole
-  Inception-ResNet-v2 takes about a minute to compile on a 2-core CPU)."""
-  def draw(path, leaf):
-    if getattr(path[-1], "key", None) == "var":
-      return rng.uniform(0.5, 2.0, leaf.shape).astype(leaf.dtype)
-    if not jnp.issubdtype(leaf.dtype, jnp.floating):
-      return np.zeros(leaf.shape, leaf.dtype)
-    fan_in = int(np.prod(leaf.shape[:-1])) if len(leaf.shape) > 1 else 25
-    return rng.normal(0, 1 / np.sqrt(fan_in), leaf.shape).astype(leaf.dtype)
-  return jax.tree_util.tree_map_with_path(draw, abstract)
-
-
 def test_pixels_fine_tune_inception_resnet_v2_in_the_sharded_train_step():
   """`model.encoder.name = 'irv2'` trains end to end on uint8 pixels over a (data=4, model=2) mesh: the loss
   falls over three steps on one batch, IRv2's weights move, and its batch-norm statistics stay frozen."""
@@ -143,7 +131,7 @@ def test_pixels_fine_tune_inception_resnet_v2_in_the_sharded_train_step():
   mesh = sharding.make_mesh(config)
   setup = make_setup(config, VOCAB, mesh)
   abstract = jax.eval_shape(setup.init, jax.random.key(0))
-  params = _random_like(abstract.params, np.random.default_rng(0))
+  params = random_like(abstract.params, np.random.default_rng(0))
   state = jax.device_put(
       abstract.replace(step=np.zeros((), np.int32), params=params, opt_state=setup.tx.init(params)),
       setup.state_shardings)

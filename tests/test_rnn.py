@@ -2,12 +2,12 @@
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from capjax import decode
 from capjax.models import encoders, rnn
+from helpers import assert_decode_steps_match_teacher_forcing
 
 VOCAB = 19
 
@@ -27,13 +27,7 @@ def _init(model, seed=0):
 def test_decode_step_matches_teacher_forcing(grid):
   model = _model(grid)
   params, images, tokens = _init(model)
-  memory = model.apply({"params": params}, images, method=model.encode)
-  full = model.apply({"params": params}, memory, tokens, method=model.decode)
-  cache = model.apply({"params": params}, memory, method=model.init_cache)
-  for i in range(tokens.shape[1]):
-    step, cache = model.apply({"params": params}, cache, jnp.asarray(tokens[:, i]), jnp.int32(i),
-                              method=model.decode_step)
-    np.testing.assert_allclose(step, full[:, i], atol=1e-5, rtol=1e-5)
+  assert_decode_steps_match_teacher_forcing(model, params, images, tokens, atol=1e-5)
 
 
 def test_cached_and_uncached_beam_search_agree():

@@ -2,7 +2,6 @@
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -10,6 +9,7 @@ from capjax import decode
 from capjax.models import encoders
 from capjax.models.layers import sinusoidal_positions
 from capjax.models.t2t import T2T, T2TConfig
+from helpers import assert_decode_steps_match_teacher_forcing
 
 VOCAB = 23
 
@@ -59,13 +59,7 @@ def test_decode_step_matches_teacher_forcing():
   model = _model()
   variables, images, tokens = _init(model)
   params = nn.unbox(variables["params"])
-  memory = model.apply({"params": params}, images, method=model.encode)
-  full = model.apply({"params": params}, memory, tokens, method=model.decode)
-  cache = model.apply({"params": params}, memory, method=model.init_cache)
-  for i in range(tokens.shape[1]):
-    step, cache = model.apply({"params": params}, cache, jnp.asarray(tokens[:, i]), jnp.int32(i),
-                              method=model.decode_step)
-    np.testing.assert_allclose(step, full[:, i], atol=2e-5, rtol=1e-5)
+  assert_decode_steps_match_teacher_forcing(model, params, images, tokens, atol=2e-5)
 
 
 @pytest.mark.parametrize("grid", ["8x8", "1x1"])

@@ -61,6 +61,11 @@ def input_key(config: ml_collections.ConfigDict) -> str:
   return d.feature_key
 
 
+def _with_config(name: str, config: ml_collections.ConfigDict) -> str:
+  """`name/builder_config`, or `name` when the config names no builder config."""
+  return name + (f"/{config.builder_config}" if config.get("builder_config") else "")
+
+
 def _builder(config: ml_collections.ConfigDict):
   """The TFDS builder for `config` (dataset.name, data_dir, builder_config, features)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
@@ -78,15 +83,15 @@ def _builder(config: ml_collections.ConfigDict):
             f"dataset {name!r} is not built in {default_data_dir(config)} and its builder ({module}) is not "
             f"part of this checkout yet. To build it: {how}.") from e
       raise
-  full_name = name + (f"/{config.builder_config}" if config.get("builder_config") else "")
+  full_name = _with_config(name, config)
   return tfds.builder(full_name, data_dir=default_data_dir(config)), how
 
 
 def _variant_builder(config: ml_collections.ConfigDict):
   """The feature variant written by capjax.tools.extract_tfds_features (read from its files: no builder code)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  source = config.name + (f"/{config.builder_config}" if config.get("builder_config") else "")
-  name = feature_variant(config) + (f"/{config.builder_config}" if config.get("builder_config") else "")
+  source = _with_config(config.name, config)
+  name = _with_config(feature_variant(config), config)
   _, build = KNOWN_BUILDERS.get(
       config.name, (None, f"`python -m capjax.data.build --dataset={source} --data_dir={default_data_dir(config)}`"))
   how = (f"(1) build {source} if it is not built: {build}; (2) convert Inception-ResNet-v2 weights "

@@ -238,8 +238,6 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
 
   `sources` may replace the builder's data sources by split (tests pass sources with unreadable records).
   """
-  import tensorflow_datasets as tfds  # noqa: PLC0415
-  from tensorflow_datasets.core import dataset_info as dataset_info_lib  # noqa: PLC0415
   from tensorflow_datasets.core import naming  # noqa: PLC0415
 
   if image_size < irv2.MIN_IMAGE_SIZE:
@@ -263,7 +261,7 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
     batch_size += len(devices) - batch_size % len(devices)
     logging.info("batch size rounded up to %d, a multiple of the %d local devices", batch_size, len(devices))
   features = output_features(info.features, image_key, grid_shape(image_size), dtype)
-  dropped = frozenset(k for k, f in info.features.items() if isinstance(f, tfds.features.Image))
+  dropped = frozenset(info.features) - frozenset(features)  # the source's images
 
   settings = Settings(
       source=f"{source_builder.name}/{config or ''}/{source_builder.version}",
@@ -308,8 +306,7 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
       logging.error("%s: some shards are not in %s (written by other processes to their own disks?): gather "
                     "the shard files and %s/ there, then run the same command again to write the metadata",
                     split, out_dir, SHARD_INFO_DIR)
-    _write_metadata(out_dir, name, config, source_builder, features, complete, template, info_dir, settings,
-                    dataset_info_lib, tfds)
+    _write_metadata(out_dir, name, config, source_builder, features, complete, template, info_dir, settings)
   _sync("capjax_features_metadata")
   return out_dir
 
@@ -356,9 +353,10 @@ class _ShardWriter:
     os.replace(self.tmp, self.path)
 
 
-def _write_metadata(out_dir, name, config, source_builder, features, splits, template, info_dir, settings,
-                    dataset_info_lib, tfds) -> None:
+def _write_metadata(out_dir, name, config, source_builder, features, splits, template, info_dir, settings) -> None:
   """dataset_info.json and features.json, so `tfds.builder(name/config, data_dir=...)` reads the shards."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  from tensorflow_datasets.core import dataset_info as dataset_info_lib  # noqa: PLC0415
   split_infos = []
   skipped: dict[str, list] = {}
   for split in splits:

@@ -1,0 +1,43 @@
+"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA, and the decoding contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from capjax.models import inception_resnet_v2 as irv2
+
+IRV2_NUM_CLASSES = 1000
+
+
+def random_like(abstract: Any, rng: np.random.Generator) -> Any:
+  """Numpy draws of every leaf's shape: normals scaled by 1/sqrt(fan-in), batch-norm variances in [0.5, 2]
+  (XLA's init of a whole Inception-ResNet-v2 takes about a minute to compile on a 2-core CPU)."""
+  def draw(path: tuple, leaf: jax.ShapeDtypeStruct) -> np.ndarray:
+    if getattr(path[-1], "key", None) == "var":
+      return rng.uniform(0.5, 2.0, leaf.shape).astype(leaf.dtype)
+    fan_in = int(np.prod(leaf.shape[:-1])) if len(leaf.shape) > 1 else 25
+    return rng.normal(0, 1 / np.sqrt(fan_in), leaf.shape).astype(leaf.dtype)
+  return jax.tree_util.tree_map_with_path(draw, abstract)
+
+
+def random_irv2_variables(num_classes: int | None = IRV2_NUM_CLASSES, seed: int = 0) -> dict:
+  """Random weights and batch-norm statistics of the released layout, as convert_weights would give them."""
+  abstract = nn.meta.unbox(irv2.abstract_variables(irv2.InceptionResNetV2(num_classes=num_classes)))
+  return random_like(abstract, np.random.default_rng(seed))
+
+
+def assert_decode_steps_match_teacher_forcing(model: nn.Module, params: Any, images: np.ndarray,
+                                              tokens: np.ndarray, atol: float) -> None:
+  """Feeding `tokens` one step at a time through the cache gives the logits of the full teacher-forced pass."""
+  memory = model.apply({"params": params}, images, method=model.encode)
+  full = model.apply({"params": params}, memory, tokens, method=model.decode)
+  cache = model.apply({"params": params}, memory, method=model.init_cache)
+  for i in range(tokens.shape[1]):
+    step, cache = model.apply({"params": params}, cache, jnp.asarray(tokens[:, i]), jnp.int32(i),
+                              method=model.decode_step)
+    np.testing.assert_allclose(step, full[:, i], atol=atol, rtol=1e-5)
