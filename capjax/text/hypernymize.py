@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 from capjax.text import resources
 from capjax.text.annotate import Annotation, Annotator, Span, is_temporal_word, is_word
@@ -24,15 +25,6 @@ _DROPPED_PUNCT = frozenset({"``", "''", '"', "(", ")", "[", "]", "{", "}", "*", 
 _SENTENCE_END = frozenset({".", "!", "?"})
 _DANGLING = frozenset({"a", "an", "the", "and", "or", "but", "&", "of", "with", "from", "by", "to", "'s"})
 _NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
-_IRREGULAR_PLURALS = {
-    "person": "people", "man": "men", "woman": "women", "child": "children", "foot": "feet", "tooth": "teeth",
-    "mouse": "mice", "goose": "geese", "ox": "oxen", "wife": "wives", "life": "lives", "knife": "knives",
-    "thief": "thieves", "leaf": "leaves", "wolf": "wolves", "calf": "calves", "half": "halves",
-}
-_AN_EXCEPTIONS = ("hour", "honest", "honor", "honour", "heir")
-_A_EXCEPTIONS = ("uni", "use", "usu", "uti", "eu", "one", "once", "ur", "ewe")
-
-
 @dataclasses.dataclass(frozen=True)
 class Hypernymized:
   """The caption in CC3M form (lowercased, tokenized) with the concepts it resolved, or why there is none."""
@@ -51,30 +43,25 @@ class _Piece:
   plural: bool = False
 
 
+@functools.cache
+def _inflect() -> Any:
+  import inflect
+
+  return inflect.engine()
+
+
+@functools.lru_cache(maxsize=1 << 12)
 def pluralize(noun: str) -> str:
-  """English plural of a (possibly multi-word) noun: "actor" -> "actors", "person" -> "people"."""
+  """English plural of a (possibly multi-word) noun, by `inflect`: "actor" -> "actors", "person" -> "people",
+  "aircraft" -> "aircraft"."""
   *head, last = noun.split(" ")
-  if last in _IRREGULAR_PLURALS:
-    plural = _IRREGULAR_PLURALS[last]
-  elif last.endswith("man") and last not in ("human", "german", "roman", "shaman"):
-    plural = last[:-3] + "men"
-  elif last.endswith("y") and len(last) > 1 and last[-2] not in "aeiou":
-    plural = last[:-1] + "ies"
-  elif last.endswith(("s", "x", "z", "ch", "sh")):
-    plural = last + "es"
-  else:
-    plural = last + "s"
-  return " ".join([*head, plural])
+  return " ".join([*head, _inflect().plural_noun(last)])
 
 
+@functools.lru_cache(maxsize=1 << 12)
 def indefinite_article(word: str) -> str:
-  """ "a" or "an" by the sound of the next word (spelling heuristics with the common exceptions)."""
-  lower = word.lower()
-  if lower.startswith(_AN_EXCEPTIONS):
-    return "an"
-  if lower.startswith(_A_EXCEPTIONS):
-    return "a"
-  return "an" if lower[:1] in "aeiou" else "a"
+  """ "a" or "an" by the sound of the next word, by `inflect` ("an hour", "a university", "an urn")."""
+  return _inflect().a(word).split(" ", 1)[0].lower()
 
 
 def temporal_spans(tokens: Sequence[str], penn: Sequence[str], prepositions: frozenset[str]) -> list[Span]:
