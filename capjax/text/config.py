@@ -46,6 +46,7 @@ class HypernymConfig:
   place_prepositions: tuple[str, ...] = ("in", "at", "near", "outside", "inside", "around", "across", "throughout")
   drop_place_concepts: tuple[str, ...] = GEOPOLITICAL_PLACES  # PP + entity of these kinds is dropped
   temporal_prepositions: tuple[str, ...] = ("on", "in", "at", "during", "since", "until", "by", "from", "of")
+  drop_venue_phrases: bool = True  # "from the Taj Mahal Hotel" goes unless that leaves a fragment
   share_role_in_coordination: bool = True  # "Harrison Ford and Calista Flockhart": unknowns take the known role
   discard_unresolved: bool = True  # an entity no resolver knows drops the pair ("unresolved_entity")
   min_tokens: int = 3  # word tokens left after hypernymization (as short as CC3M goes)
