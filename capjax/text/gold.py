@@ -49,6 +49,7 @@ class Score:
   paper_exact: int
   by_category: dict[str, tuple[int, int]]  # category -> (exact, total)
   misses: tuple[Miss, ...]
+  funnel: dict = dataclasses.field(default_factory=dict)  # `Funnel.summary()` of the rows: per stage in/out
 
   @property
   def exact_rate(self) -> float:
@@ -96,15 +97,17 @@ def load(path: str | None = None) -> list[GoldRow]:
 
 def score(rows: Sequence[GoldRow], pipeline=None) -> Score:
   """Runs each alt-text through `pipeline` (a `TextPipeline`; default configuration when None) and compares."""
-  if pipeline is None:
-    from capjax.text.pipeline import TextPipeline
+  from capjax.text.pipeline import Funnel, TextPipeline
 
+  if pipeline is None:
     pipeline = TextPipeline()
+  funnel = Funnel()
   exact = decisions = paper_total = paper_exact = 0
   by_category: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
   misses: list[Miss] = []
   for row in rows:
     record = pipeline.process(row.id, row.alt_text)
+    funnel.add(record.reason)
     hit = record.caption == row.caption if row.keep else (not record.kept and record.reason == row.reason)
     exact += hit
     decisions += record.kept == row.keep
@@ -116,7 +119,7 @@ def score(rows: Sequence[GoldRow], pipeline=None) -> Score:
     if not hit:
       misses.append(Miss(row, record.caption if record.kept else REJECT + str(record.reason)))
   return Score(len(rows), exact, decisions, paper_total, paper_exact,
-               {c: (e, t) for c, (e, t) in sorted(by_category.items())}, tuple(misses))
+               {c: (e, t) for c, (e, t) in sorted(by_category.items())}, tuple(misses), funnel.summary())
 
 
 def report(s: Score, show_misses: bool = True) -> str:
@@ -127,6 +130,10 @@ def report(s: Score, show_misses: bool = True) -> str:
       f"paper:     {s.paper_exact}/{s.paper_total} exact",
       "by category (exact/total): " + ", ".join(f"{c} {e}/{t}" for c, (e, t) in s.by_category.items()),
   ]
+  if s.funnel:
+    lines.append("funnel: " + " -> ".join(
+        f"{st['stage']} {st['out']}" + (f" ({', '.join(f'{r} {n}' for r, n in st['reasons'].items())})"
+                                        if st["reasons"] else "") for st in s.funnel["stages"]))
   if show_misses and s.misses:
     lines.append(f"misses ({len(s.misses)}):")
     for m in s.misses:

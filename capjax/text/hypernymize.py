@@ -32,7 +32,9 @@ _ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th)$", re.IGNORECASE)
 _TIME_UNITS = frozenset(
     "second seconds minute minutes hour hours day days night nights week weeks weekend weekends month months "
     "year years decade decades century centuries".split())
-_DURATION_COUNTS = frozenset("a an few several many couple".split())
+# Counts that make "for <count> <unit>" a duration to drop. The released captions keep "for a week" and have no
+# "for two hours": the paper dropped counted durations only.
+_DURATION_COUNTS = frozenset("few several many couple".split())
 # Nouns a title of a work follows: "the premiere of 'Hollywood Homicide'", "the film Jaws", "the cover of Vogue".
 _WORK_NOUNS = frozenset(
     "premiere premieres screening screenings cover covers poster posters trailer launch release episode season "
@@ -228,7 +230,7 @@ class Hypernymizer:
     return Hypernymized(" ".join(words), resolved, None)
 
   def _durations(self, tokens: Sequence[str], penn: Sequence[str], dropped: set[int]) -> set[int]:
-    """ "for two hours", "for 3 weeks", "for a few days": a duration says nothing the picture shows."""
+    """ "for two hours", "for 3 weeks", "for a few days": a counted duration says nothing the picture shows."""
     out: set[int] = set()
     n = len(tokens)
     for i in range(n - 2):
@@ -285,8 +287,9 @@ class Hypernymizer:
     return out
 
   def _editions(self, tokens: Sequence[str], penn: Sequence[str], spans: list[Span], dropped: set[int]) -> set[int]:
-    """ "the 29th American Film Festival" -> "festival": an edition number goes, with its article before a name
-    (the paper's "at festival"); "her 30th birthday" -> "her birthday"."""
+    """ "the 29th American Film Festival" -> "festival": an edition number before a name goes with its article
+    (the paper's "at festival"). Before a common noun it stays, as in the released captions ("her 80th
+    birthday", "a 19th century coffee machine")."""
     out: set[int] = set()
     named = {s.start for s in spans}
     for i, token in enumerate(tokens):
@@ -295,9 +298,8 @@ class Hypernymizer:
       end = i + 1
       if end < len(tokens) and tokens[end].lower() == "annual":
         end += 1
-      out.update(range(i, end))
-      if end in named and i > 0 and tokens[i - 1].lower() == "the":
-        out.add(i - 1)
+      if end in named:
+        out.update(range(i - (i > 0 and tokens[i - 1].lower() == "the"), end))
     return out
 
   def _in_context(
