@@ -98,7 +98,8 @@ def temporal_spans(tokens: Sequence[str], penn: Sequence[str], prepositions: fro
       continue
     start, end = i, i + 1
     # A lone year modifying a noun ("the 2017 festival", "a 2018 Toyota Camry") goes alone: the article stays.
-    if (_YEAR.match(tokens[i]) and i > 0 and penn[i - 1] in _DETERMINER_TAGS and i + 1 < n and is_word(tokens[i + 1])
+    # Not a decade: "during the 1950s boats were ..." reads the decade as the object.
+    if (tokens[i].isdigit() and _YEAR.match(tokens[i]) and i > 0 and penn[i - 1] in _DETERMINER_TAGS and i + 1 < n and is_word(tokens[i + 1])
         and penn[i + 1] not in ("IN", "TO", "CC", "CD") and not datelike(i + 1) and not datelike(i - 1)):
       spans.append(Span(i, i + 1))
       i += 1

@@ -63,15 +63,6 @@ def universal_tag_map() -> dict[str, str]:
 
 
 @functools.cache
-def english_words() -> frozenset[str]:
-  """The NLTK `words` corpus, lowercased (234k entries)."""
-  find("corpora/words")
-  from nltk.corpus import words
-
-  return frozenset(w.lower() for w in words.words())
-
-
-@functools.cache
 def wordfreq_words(min_zipf: float) -> frozenset[str]:
   """wordfreq's English "large" list (a blend of Wikipedia, subtitles, news, books, web and social text) down to
   `min_zipf` (log10 of occurrences per billion words), words with at least one letter; 0.2 s, ~25 MB, once."""
