@@ -207,7 +207,8 @@ def test_the_papers_examples_exactly(text_pipeline, text, caption):
 
 
 @pytest.mark.parametrize("text, caption", [
-    ("Fireworks over the river during the 2015 summer festival.", "fireworks over the river during the summer festival ."),
+    ("Fireworks over the river during the 2015 summer festival.",
+     "fireworks over the river during the summer festival ."),
     ("Visitors at the 2018 flower show in the park.", "visitors at the flower show in the park ."),
     ("A family walks in the park for two hours.", "a family walks in the park ."),
     ("The team trained for 3 weeks before the 2014 tournament.", "the team trained before the tournament ."),

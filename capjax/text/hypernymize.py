@@ -41,6 +41,8 @@ _WORK_NOUNS = frozenset(
     "book books film films movie movies album albums song songs single show novel play musical soundtrack "
     "copy copies edition performance production opera ballet series painting exhibition".split())
 _VENUE_PREPOSITIONS = frozenset({"from"})  # beside `place_prepositions`: "from the Taj Mahal Hotel"
+
+
 @dataclasses.dataclass(frozen=True)
 class Hypernymized:
   """The caption in CC3M form (lowercased, tokenized) with the concepts it resolved, or why there is none."""
@@ -99,8 +101,9 @@ def temporal_spans(tokens: Sequence[str], penn: Sequence[str], prepositions: fro
     start, end = i, i + 1
     # A lone year modifying a noun ("the 2017 festival", "a 2018 Toyota Camry") goes alone: the article stays.
     # Not a decade: "during the 1950s boats were ..." reads the decade as the object.
-    if (tokens[i].isdigit() and _YEAR.match(tokens[i]) and i > 0 and penn[i - 1] in _DETERMINER_TAGS and i + 1 < n and is_word(tokens[i + 1])
-        and penn[i + 1] not in ("IN", "TO", "CC", "CD") and not datelike(i + 1) and not datelike(i - 1)):
+    if (tokens[i].isdigit() and _YEAR.match(tokens[i]) and i > 0 and penn[i - 1] in _DETERMINER_TAGS
+        and i + 1 < n and is_word(tokens[i + 1]) and penn[i + 1] not in ("IN", "TO", "CC", "CD")
+        and not datelike(i + 1) and not datelike(i - 1)):
       spans.append(Span(i, i + 1))
       i += 1
       continue
