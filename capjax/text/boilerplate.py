@@ -18,7 +18,7 @@ FRAME_PHRASES = (
     r"embedded image permalink",
     r"(?:[\w.\-]+(?: [\w.\-]+)?'s )?profile (?:photo|picture|image|pic)",
     r"image may contain",
-    r"(?:free|hd|high resolution|high quality) (?:download|wallpapers?)",
+    r"(?:(?:free|hd|4k|high resolution|high quality) )+(?:download|wallpapers?)",
     r"all rights reserved|getty images|shutterstock|alamy|istock(?:photo)?|dreamstime|123rf|depositphotos",
     r"(?:copyright|©|\(c\))(?: \d{4})?(?: [\w.\- ]{0,40})?",
 )
@@ -52,11 +52,14 @@ _TRIGGERS = re.compile(
     r"depositphotos|hd|high",
     re.IGNORECASE,
 )
+_TRAILING_HASHTAGS = re.compile(r"(?:\s*#\w+)+\s*$")  # "... at the lake #nature #sunset": tags, not caption
 _EDGES = re.compile(rf"^(?:\s|{_PUNCT})+|(?:\s|[\-–—|:;,•·*~/\\<])+$")
 
 
 def strip_boilerplate(text: str) -> str:
   """Removes URLs, file names, credits and framing phrases at either end; what is left may be empty."""
+  if "#" in text:
+    text = _TRAILING_HASHTAGS.sub("", text)
   if _ANYWHERE_TRIGGERS.search(text):
     text = _ANYWHERE.sub(" ", text)
   framed = _TRIGGERS.search(text) is not None

@@ -258,13 +258,14 @@ def sentiment_bound(text: str, analyzer: Any) -> float:
 
 
 def load_vocabulary(config: FilterConfig, lemma: Callable[[str, str], str]) -> Vocabulary:
-  """The user's vocabulary file (first column) when configured, else WordNet lemmas + NLTK words + closed class."""
+  """The user's vocabulary file (first column) + closed class when configured, else wordfreq's English list
+  (Zipf >= `vocabulary_min_zipf`) + WordNet lemmas + closed class."""
   closed_class = resources.word_list("closed_class.txt")
   if config.vocabulary_path:
     with open(config.vocabulary_path, encoding="utf-8") as f:
       words = frozenset(line.split("\t")[0].strip().lower() for line in f if line.strip())
     return Vocabulary(words | closed_class, lemma)
-  return Vocabulary(resources.english_words() | resources.wordnet_lemma_words() | closed_class, lemma)
+  return Vocabulary(resources.default_vocabulary(config.vocabulary_min_zipf), lemma)
 
 
 def load_profanity(config: FilterConfig) -> frozenset[str]:

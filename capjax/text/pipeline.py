@@ -34,10 +34,13 @@ class Record:
   reason: str | None
   caption: str | None
   concepts: tuple[str, ...]
+  detail: str | None = None  # what the reason is about: the unresolved name for "unresolved_entity"
 
   def to_json(self) -> str:
     row = {"id": self.id, "alt_text": self.alt_text, "kept": self.kept, "reason": self.reason,
            "caption": self.caption, "concepts": list(self.concepts)}
+    if self.detail is not None:
+      row["detail"] = self.detail
     line = json.dumps(row, ensure_ascii=False)
     try:
       line.encode("utf-8")
@@ -48,7 +51,7 @@ class Record:
   @classmethod
   def from_json(cls, line: str) -> Record:
     d = json.loads(line)
-    return cls(d["id"], d["alt_text"], d["kept"], d["reason"], d["caption"], tuple(d["concepts"]))
+    return cls(d["id"], d["alt_text"], d["kept"], d["reason"], d["caption"], tuple(d["concepts"]), d.get("detail"))
 
 
 @dataclasses.dataclass
@@ -99,8 +102,8 @@ class TextPipeline:
     return record
 
   def _process(self, id_: str, alt_text: str) -> Record:
-    def drop(reason: Reason, found: Sequence[str] = ()) -> Record:
-      return Record(id_, alt_text, False, str(reason), None, tuple(found))
+    def drop(reason: Reason, found: Sequence[str] = (), detail: str | None = None) -> Record:
+      return Record(id_, alt_text, False, str(reason), None, tuple(found), detail)
 
     reason = raw_text(alt_text, self.config.filters.max_chars)
     if reason is not None:
@@ -117,7 +120,7 @@ class TextPipeline:
       return drop(reason)
     result = self.hypernymizer(annotation)
     if result.reason is not None:
-      return drop(result.reason, result.concepts)
+      return drop(result.reason, result.concepts, result.unresolved)
     return Record(id_, alt_text, True, None, result.caption, result.concepts)
 
 

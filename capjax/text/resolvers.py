@@ -41,6 +41,8 @@ PLACE_TARGETS: tuple[tuple[str, str], ...] = (
     ("region.n.03", "region"),
     ("location.n.01", "place"),
 )
+# A noun with a sense under one of these names a venue ("at the Sydney Entertainment Centre").
+VENUE_SYNSETS = frozenset({"structure.n.01", "building.n.01", "facility.n.01", "location.n.01"})
 # Last words of organization names whose hypernym WordNet's head-noun sense gets wrong.
 HEAD_SUFFIXES: dict[str, str] = {
     "airways": "airline", "airlines": "airline", "inc": "company", "inc.": "company", "corp": "company",
@@ -55,6 +57,7 @@ class Concept:
 
   name: str
   kind: str
+  plural: bool = False  # written as a plural ("Academy Awards" -> "awards"); counted under `name`
 
 
 class EntityResolver(Protocol):
@@ -96,6 +99,15 @@ class Kinds:
     synsets = self.common_synsets(word)
     return bool(synsets) and self.of_synset(synsets[0].name()) == PERSON
 
+  def is_venue_noun(self, noun: str) -> bool:
+    """A noun whose first three senses include a building, structure, facility or location ("hotel", "hall",
+    "centre", "airport"): a place phrase naming one names a venue. Not when the first sense is an organization
+    ("university", "club"), nor events ("festival", "awards")."""
+    senses = self.common_synsets(noun.split(" ")[-1])
+    if not senses or self.of_synset(senses[0].name()) == ORGANIZATION:
+      return False
+    return any(VENUE_SYNSETS.intersection(self.annotator.hypernym_path(s.name())) for s in senses[:3])
+
   def has_person_sense(self, word: str) -> bool:
     """A common noun with any sense that is a kind of person ("model", "star", "general")."""
     return any(self.of_synset(s.name()) == PERSON for s in self.common_synsets(word))
@@ -128,10 +140,12 @@ class WordNetResolver:
   ("Christmas", "English"): the chain asks for those after first names, so "Jane Doe" is a person.
   """
 
-  def __init__(self, annotator: Annotator, kinds: Kinds, literal: bool = False):
+  def __init__(self, annotator: Annotator, kinds: Kinds, literal: bool = False,
+               first_names: frozenset[str] = frozenset()):
     self.annotator = annotator
     self.kinds = kinds
     self.literal = literal
+    self.first_names = first_names
 
   def resolve(self, words: Sequence[str]) -> Concept | None:
     phrase = "_".join(words)
@@ -140,13 +154,22 @@ class WordNetResolver:
         if any(lemma.name().lower() == phrase.lower() for lemma in s.lemmas())
     ]
     if not self.literal:
+      first: Concept | None = None
+      places: list[Concept] = []
       for synset in synsets:
         # NLTK's order of instance hypernyms changes with PYTHONHASHSEED ("New York": port of entry, city):
         # take the most specific place, then the alphabetically first, so every process agrees.
         concepts = [self.concept_of_instance(p.name(), p.lemma_names()[0]) for p in synset.instance_hypernyms()]
-        if concepts:
-          return min(concepts, key=lambda c: (_PLACE_RANK.get(c.name, len(_PLACE_RANK)), c.name))
-      return None
+        if concepts and first is None:
+          first = min(concepts, key=lambda c: (_PLACE_RANK.get(c.name, len(_PLACE_RANK)), c.name))
+        places += [c for c in concepts if c.kind == PLACE]
+      # A place in any sense wins over a landform in the first ("Japan": archipelago, country -> country).
+      if places and (first is None or first.kind != PERSON):
+        return min(places, key=lambda c: (_PLACE_RANK.get(c.name, len(_PLACE_RANK)), c.name))
+      # A lone first name is an ordinary person, not the saint or apostle WordNet knows ("Peter", "David").
+      if first is not None and first.kind == PERSON and len(words) == 1 and words[0] in self.first_names:
+        return Concept("person", PERSON)
+      return first
     for synset in synsets:
       if any(lemma.name() == phrase and lemma.name()[:1].isupper() for lemma in synset.lemmas()):
         return Concept(" ".join(words).lower(), LITERAL)
@@ -233,7 +256,7 @@ class HeadNounResolver:
     if len(words) == 1:
       return Concept(last, LITERAL)
     name = self.annotator.lemma(last, "NOUN")
-    return Concept(name, self.kinds.of_noun(name))
+    return Concept(name, self.kinds.of_noun(name), plural=name != last)
 
 
 class ModelResolver:
@@ -258,6 +281,51 @@ class ModelResolver:
     return None
 
 
+class MakeResolver:
+  """A maker followed by a model name is the maker's product: "Toyota Camry" -> car, "Ducati Monster" ->
+  motorcycle (`data/makes.tsv`); the maker alone is left to the other resolvers ("Toyota" -> car manufacturer)."""
+
+  def __init__(self, makes: dict[str, str], kinds: Kinds):
+    self.makes = makes
+    self.kinds = kinds
+
+  def product(self, words: Sequence[str]) -> tuple[str, int] | None:
+    """(product, words in the maker's name) when the run opens with a maker."""
+    for n in (2, 1):
+      product = self.makes.get(_key(words[:n])) if len(words) >= n else None
+      if product is not None:
+        return product, n
+    return None
+
+  def resolve(self, words: Sequence[str]) -> Concept | None:
+    found = self.product(words)
+    if found is None or len(words) == found[1]:
+      return None
+    last = words[-1]
+    # "Ford Field", "Honda Center": a venue named after the maker.
+    if last[:1].isupper() and last.isalpha() and self.kinds.is_venue_noun(last.lower()):
+      return None
+    return Concept(found[0], THING)
+
+
+class VenueResolver:
+  """A run of three or more words ending in a venue noun is that venue, even when it opens with a first name
+  or a title: "Sydney Entertainment Centre" -> centre, "Madison Square Garden" -> garden, "Royal Albert Hall"."""
+
+  def __init__(self, annotator: Annotator, kinds: Kinds):
+    self.annotator = annotator
+    self.kinds = kinds
+
+  def resolve(self, words: Sequence[str]) -> Concept | None:
+    last = words[-1].lower()
+    if len(words) < 3 or not last.isalpha() or not self.annotator.is_common_noun(last):
+      return None
+    if not self.kinds.is_venue_noun(last):
+      return None
+    name = self.annotator.lemma(last, "NOUN")
+    return Concept(name, self.kinds.of_noun(name), plural=name != last)
+
+
 class ChainResolver:
   """Asks each resolver in turn; the first answer wins."""
 
@@ -276,18 +344,20 @@ def default_resolver(
     annotator: Annotator, extra_table: dict[str, str] | None = None, use_seed_table: bool = True,
     knowledge_graph: EntityResolver | None = None,
 ) -> ChainResolver:
-  """Knowledge graph (if given), tables, WordNet instances, gazetteers, titles, first names, WordNet proper
-  nouns kept as written, head nouns: in that order."""
+  """Knowledge graph (if given), makes, model numbers, tables, WordNet instances, gazetteers, venues, titles,
+  first names, WordNet proper nouns kept as written, head nouns: in that order."""
   kinds = Kinds(annotator)
   table = dict(resources.entity_table()) if use_seed_table else {}
   table.update(extra_table or {})
   chain: list[EntityResolver] = [knowledge_graph] if knowledge_graph is not None else []
   table_resolver = TableResolver(table, kinds)
   chain += [
+      MakeResolver(resources.entity_table("makes.tsv"), kinds),
       ModelResolver(table_resolver),
       table_resolver,
-      WordNetResolver(annotator, kinds),
+      WordNetResolver(annotator, kinds, first_names=resources.first_names()),
       GazetteerResolver(),
+      VenueResolver(annotator, kinds),
       TitleResolver(kinds, resources.first_names()),
       FirstNameResolver(resources.first_names()),
       WordNetResolver(annotator, kinds, literal=True),
