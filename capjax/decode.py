@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from capjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from capjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = -1e9
 State = Any
