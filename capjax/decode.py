@@ -11,11 +11,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import flax.linen as nn
+import flax
 import jax
 import jax.numpy as jnp
 
-from capjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from capjax.models.captioner import Captioner
+from capjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = -1e9
 State = Any
@@ -29,7 +30,7 @@ class StepFunctions:
   step: Callable[[State, jax.Array, jax.Array], tuple[jax.Array, State]]
 
 
-def cached_step(model: nn.Module, params: Any) -> StepFunctions:
+def cached_step(model: Captioner, params: Any) -> StepFunctions:
   variables = {"params": params}
 
   def init(inputs):
@@ -42,7 +43,7 @@ def cached_step(model: nn.Module, params: Any) -> StepFunctions:
   return StepFunctions(init, step)
 
 
-def uncached_step(model: nn.Module, params: Any, max_len: int) -> StepFunctions:
+def uncached_step(model: Captioner, params: Any, max_len: int) -> StepFunctions:
   variables = {"params": params}
 
   def init(inputs):
@@ -80,7 +81,7 @@ def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int) -> jax.Ar
   return jax.lax.while_loop(cond, body, init)[-1]
 
 
-def greedy(model: nn.Module, params: Any, inputs: jax.Array, max_len: int) -> jax.Array:
+def greedy(model: Captioner, params: Any, inputs: jax.Array, max_len: int) -> jax.Array:
   return greedy_search(cached_step(model, params), inputs, max_len)
 
 
@@ -105,6 +106,19 @@ def _gather_beams(tree: State, beam_index: jax.Array, batch: int, old_k: int) ->
   return jax.tree.map(gather, tree)
 
 
+@flax.struct.dataclass
+class BeamState:
+  """The loop state of `beam_search` for B images and k beams; the model state's rows are (image, beam)."""
+
+  i: jax.Array           # () the position being decoded
+  state: State           # the step function's state, tiled to B * k rows
+  last: jax.Array        # (B * k,) each live beam's last token, the next step's input
+  live_logp: jax.Array   # (B, k) log p of the live beams, best first
+  live_seqs: jax.Array   # (B, k, max_len) their tokens, PAD after position i
+  fin_scores: jax.Array  # (B, k) penalized scores of the best finished hypotheses, best first (NEG_INF: none)
+  fin_seqs: jax.Array    # (B, k, max_len) their tokens, EOS included
+
+
 def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: int = 4,
                 alpha: float = 0.6) -> tuple[jax.Array, jax.Array]:
   """The best sequence per image under log p / GNMT penalty: (tokens (B, max_len), scores (B,)).
@@ -113,23 +127,16 @@ def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: 
   penalty of its length (EOS included). The loop exits when no live beam can beat the k-th finished one.
   """
   batch, k = inputs.shape[0], beam_size
-  state = _tile(fns.init(inputs), k)
-  live_seqs = jnp.full((batch, k, max_len), PAD_ID, jnp.int32)
-  live_logp = jnp.tile(jnp.asarray([0.0] + [NEG_INF] * (k - 1), jnp.float32), (batch, 1))
-  fin_seqs = jnp.full((batch, k, max_len), PAD_ID, jnp.int32)
-  fin_scores = jnp.full((batch, k), NEG_INF, jnp.float32)
-  last = jnp.full((batch * k,), BOS_ID, jnp.int32)
   best_penalty = length_penalty(jnp.asarray(max_len), alpha)
 
-  def cond(carry):
-    i, _, _, live_logp, _, fin_scores, _ = carry
+  def cond(s: BeamState) -> jax.Array:
     # Log-probabilities only fall, and the largest penalty is at max_len: an upper bound for live beams.
-    can_improve = jnp.any(live_logp[:, 0] / best_penalty > fin_scores[:, -1])
-    return (i < max_len) & can_improve
+    can_improve = jnp.any(s.live_logp[:, 0] / best_penalty > s.fin_scores[:, -1])
+    return (s.i < max_len) & can_improve
 
-  def body(carry):
-    i, state, last, live_logp, live_seqs, fin_scores, fin_seqs = carry
-    logits, state = fns.step(state, last, i)
+  def body(s: BeamState) -> BeamState:
+    i, live_logp, live_seqs = s.i, s.live_logp, s.live_seqs
+    logits, state = fns.step(s.state, s.last, i)
     vocab = logits.shape[-1]
     logp = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(batch, k, vocab)
     cand = (live_logp[:, :, None] + logp).reshape(batch, k * vocab)
@@ -140,8 +147,8 @@ def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: 
     ended = (token == EOS_ID) | (i == max_len - 1)
     # Finished: merge the ended candidates with those kept so far, best k first.
     new_fin = jnp.where(ended, top_logp / length_penalty(i + 1, alpha), NEG_INF)
-    all_scores = jnp.concatenate([fin_scores, new_fin], axis=1)
-    all_seqs = jnp.concatenate([fin_seqs, seqs], axis=1)
+    all_scores = jnp.concatenate([s.fin_scores, new_fin], axis=1)
+    all_seqs = jnp.concatenate([s.fin_seqs, seqs], axis=1)
     fin_scores, keep = jax.lax.top_k(all_scores, k)
     fin_seqs = jnp.take_along_axis(all_seqs, keep[:, :, None], axis=1)
     # Live: the best k candidates that did not end.
@@ -150,8 +157,15 @@ def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: 
     live_seqs = jnp.take_along_axis(seqs, keep[:, :, None], axis=1)
     state = _gather_beams(state, jnp.take_along_axis(parent, keep, axis=1), batch, k)
     last = jnp.take_along_axis(token, keep, axis=1).reshape(batch * k)
-    return i + 1, state, last, live_logp, live_seqs, fin_scores, fin_seqs
+    return BeamState(i + 1, state, last, live_logp, live_seqs, fin_scores, fin_seqs)
 
-  init = (jnp.int32(0), state, last, live_logp, live_seqs, fin_scores, fin_seqs)
-  _, _, _, _, _, fin_scores, fin_seqs = jax.lax.while_loop(cond, body, init)
-  return fin_seqs[:, 0], fin_scores[:, 0]
+  init = BeamState(
+      i=jnp.int32(0),
+      state=_tile(fns.init(inputs), k),
+      last=jnp.full((batch * k,), BOS_ID, jnp.int32),
+      live_logp=jnp.tile(jnp.asarray([0.0] + [NEG_INF] * (k - 1), jnp.float32), (batch, 1)),
+      live_seqs=jnp.full((batch, k, max_len), PAD_ID, jnp.int32),
+      fin_scores=jnp.full((batch, k), NEG_INF, jnp.float32),
+      fin_seqs=jnp.full((batch, k, max_len), PAD_ID, jnp.int32))
+  final = jax.lax.while_loop(cond, body, init)
+  return final.fin_seqs[:, 0], final.fin_scores[:, 0]

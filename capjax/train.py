@@ -30,7 +30,8 @@ from capjax import models
 from capjax import sharding
 from capjax.config_util import ConfigError
 from capjax.data import pipeline
-from capjax.data.vocab import PAD_ID, Vocabulary, build_vocabulary
+from capjax.data.vocab import Vocabulary, build_vocabulary
+from capjax.tokens import PAD_ID
 
 BEST_METRIC = "cider_d"
 

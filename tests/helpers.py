@@ -1,4 +1,4 @@
-"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA, and the decoding contract."""
+"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from typing import Any
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from capjax.models import inception_resnet_v2 as irv2
@@ -29,15 +28,3 @@ def random_irv2_variables(num_classes: int | None = IRV2_NUM_CLASSES, seed: int 
   """Random weights and batch-norm statistics of the released layout, as convert_weights would give them."""
   abstract = nn.meta.unbox(irv2.abstract_variables(irv2.InceptionResNetV2(num_classes=num_classes)))
   return random_like(abstract, np.random.default_rng(seed))
-
-
-def assert_decode_steps_match_teacher_forcing(model: nn.Module, params: Any, images: np.ndarray,
-                                              tokens: np.ndarray, atol: float) -> None:
-  """Feeding `tokens` one step at a time through the cache gives the logits of the full teacher-forced pass."""
-  memory = model.apply({"params": params}, images, method=model.encode)
-  full = model.apply({"params": params}, memory, tokens, method=model.decode)
-  cache = model.apply({"params": params}, memory, method=model.init_cache)
-  for i in range(tokens.shape[1]):
-    step, cache = model.apply({"params": params}, cache, jnp.asarray(tokens[:, i]), jnp.int32(i),
-                              method=model.decode_step)
-    np.testing.assert_allclose(step, full[:, i], atol=atol, rtol=1e-5)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from capjax import decode
-from capjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from capjax.models import encoders
 from capjax.models.t2t import T2T, T2TConfig
+from capjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def _model(vocab: int, max_len: int) -> T2T:

@@ -4,7 +4,7 @@ perfect scores for the dataset's own reference captions."""
 import numpy as np
 import pytest
 
-from capjax.data import scenes
+from capjax.scenes import grammar, sample
 from capjax.metrics.grounded import annotate_caption, grounded_metrics
 
 # A small red circle left of a large blue square (dx = 0.5, dy = -0.05).
@@ -154,8 +154,8 @@ def test_every_reference_caption_of_the_dataset_is_exact():
   predictions, objects = [], []
   for index in range(300):
     rng = np.random.default_rng([0, 1, index])
-    s = scenes.sample_scene(rng)
-    for caption in scenes.captions(s, rng):
+    s = sample.sample_scene(rng)
+    for caption in grammar.captions(s, rng):
       predictions.append(caption)
       objects.append([o.as_dict() for o in s.objects])
   result = grounded_metrics(predictions, objects)

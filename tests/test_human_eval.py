@@ -1,6 +1,10 @@
 """The paper's human evaluation: a 3-rater GOOD/BAD sheet and the 1+/2+/3 GOOD fractions."""
 
 import io
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -44,8 +48,39 @@ def test_rating_sheet_has_one_item_per_image_and_three_raters():
   assert page.count("data:image/png;base64,") == 2
 
 
-def test_cli_aggregates_files(tmp_path, capsys):
-  path = tmp_path / "r.csv"
-  path.write_text("image_id,rater,rating\nx,1,GOOD\nx,2,BAD\nx,3,BAD\n")
-  assert human_eval.main(["aggregate", str(path)]) == 0
-  assert '"1+_good": 1.0' in capsys.readouterr().out
+def _run(*args: str) -> subprocess.CompletedProcess:
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  return subprocess.run([sys.executable, "-m", "capjax.metrics.human_eval", *args], capture_output=True, text=True,
+                        timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": root})
+
+
+def test_cli_aggregates_files(tmp_path):
+  first, second = tmp_path / "r1.csv", tmp_path / "r2.csv"
+  first.write_text("image_id,rater,rating\nx,1,GOOD\nx,2,BAD\nx,3,BAD\n")
+  second.write_text("image_id,rater,rating\ny,1,GOOD\ny,2,GOOD\ny,3,BAD\n")
+  run = _run("aggregate", str(first), str(second))
+  assert run.returncode == 0, run.stderr
+  assert json.loads(run.stdout) == {"1+_good": 1.0, "2+_good": 0.5, "3_good": 0.0, "images": 2.0}
+  run = _run("aggregate", str(first), "--raters=2")
+  assert (run.returncode, run.stderr) == (2, "error: image x: rater 3 is outside 1..2\n")
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path):
+  bad, missing = tmp_path / "bad.csv", tmp_path / "no.csv"
+  bad.write_text("image_id,rater,rating\na,1,GOOD\na,2,MAYBE\n")
+  usage = "error: expected `aggregate RATINGS.csv [RATINGS.csv ...]` (see --help)"
+  cases = [
+      (("aggregate", str(bad)), f"error: {bad}: line 3: rating 'MAYBE' is not GOOD or BAD"),
+      (("aggregate", str(missing)), f"error: cannot read {missing}: No such file or directory"),
+      (("aggregate",), usage),
+      (("summarize", str(bad)), usage),
+      (("aggregate", str(bad), "--raters=0"), "error: flag --raters=0: 0 is not a positive integer (see --help)"),
+  ]
+  for args, stderr in cases:
+    run = _run(*args)
+    assert (run.returncode, run.stdout, run.stderr) == (2, "", stderr + "\n"), args
+
+
+def test_cli_help_shows_the_usage():
+  run = _run("--help")
+  assert "Usage: python -m capjax.metrics.human_eval aggregate RATINGS.csv" in run.stdout and "--raters" in run.stdout

@@ -1,4 +1,5 @@
-"""Specification of capjax.models.inception_resnet_v2 (layout, shapes, axes, batch norm) and its ImageNet classes.
+"""Specification of capjax.models.inception_resnet_v2 (layout, shapes, axes, batch norm); its ImageNet classes are
+in test_image_labels.py.
 
 Parity with Keras on real weights files is in test_convert_weights.py.
 """
@@ -12,7 +13,6 @@ import numpy as np
 import pytest
 from flax import traverse_util
 
-from capjax.models import imagenet_synsets
 from capjax.models import inception_resnet_v2 as irv2
 
 KERAS_PARAMS = 55_873_736  # keras.applications.InceptionResNetV2(weights=None).count_params(), BN statistics included
@@ -135,29 +135,3 @@ def test_resize_gives_square_299_images_and_keeps_flat_colour():
   resized = irv2.resize(images)
   assert resized.shape == (2, 299, 299, 3)
   np.testing.assert_allclose(resized, 17.0, rtol=1e-6)
-
-
-# --- ImageNet classes of the head ----------------------------------------------------------------------------------
-
-
-def test_imagenet_classes_are_1000_distinct_wnids_in_keras_order():
-  wnids = imagenet_synsets.WNIDS
-  assert len(set(wnids)) == len(wnids) == imagenet_synsets.NUM_CLASSES
-  assert list(wnids) == sorted(wnids)
-  assert (wnids[0], wnids[1], wnids[999]) == ("n01440764", "n01443537", "n15075141")  # tench, goldfish, toilet tissue
-
-
-def test_every_imagenet_wnid_resolves_in_wordnet():
-  for wnid in imagenet_synsets.WNIDS:
-    synset = imagenet_synsets.synset(wnid)
-    assert (synset.pos(), synset.offset()) == ("n", imagenet_synsets.wordnet_offset(wnid))
-  assert imagenet_synsets.lemma_names("n01440764") == ["tench", "Tinca_tinca"]
-
-
-def test_class_index_and_wnid_round_trip_with_and_without_background_class():
-  assert imagenet_synsets.class_index_of("n01443537") == 1
-  assert imagenet_synsets.wnid_of(1) == "n01443537"
-  assert imagenet_synsets.wnid_of(2, label_offset=imagenet_synsets.BACKGROUND_OFFSET) == "n01443537"
-  assert imagenet_synsets.wnid_of(0, label_offset=imagenet_synsets.BACKGROUND_OFFSET) is None
-  with pytest.raises(IndexError):
-    imagenet_synsets.wnid_of(1000)

@@ -110,21 +110,40 @@ def test_command_line_prints_the_asked_metrics_as_one_json_object(tmp_path):
 def test_command_line_reports_a_missing_image_on_stderr(tmp_path):
   refs, preds = _write_coco(tmp_path, [{"image_id": 1, "caption": "a dog"}])
   run = _run(refs, preds)
-  assert run.returncode == 1 and run.stdout == ""
+  assert run.returncode == 2 and run.stdout == ""
   assert run.stderr.strip() == "error: 1 image(s) with no prediction: 2"
 
 
 def test_command_line_rejects_two_captions_for_one_image(tmp_path):
   refs, preds = _write_coco(tmp_path, [{"image_id": 1, "caption": "a"}, {"image_id": 1, "caption": "b"},
                                        {"image_id": 2, "caption": "c"}])
-  assert cli.main([refs, preds, "--metrics=CIDEr"]) == 1
+  run = _run(refs, preds, "--metrics=CIDEr")
+  assert run.returncode == 2 and run.stdout == ""
+  assert run.stderr.strip() == f"error: {preds}: image 1 has more than one predicted caption"
 
 
-def test_command_line_rejects_an_unknown_metric(tmp_path, capsys):
+@pytest.mark.parametrize("args,message", [
+    (("--metrics=CIDEr,Meteor",), "error: unknown metrics ['Meteor']: choose from Bleu,METEOR,ROUGE_L,CIDEr,SPICE"),
+    (("--tokenise",), "error: Unknown command line flag 'tokenise'. Did you mean: tokenize ? (see --help)"),
+    (("extra.json",), "error: expected two files, REFS.json PREDS.json, got 3 argument(s) (see --help)"),
+])
+def test_command_line_rejects_bad_arguments_in_one_line(tmp_path, args, message):
   refs, preds = _write_coco(tmp_path, [])
-  with pytest.raises(SystemExit):
-    cli.main([refs, preds, "--metrics=CIDEr,Meteor"])
-  assert "unknown metrics ['Meteor']" in capsys.readouterr().err
+  run = _run(refs, preds, *args)
+  assert (run.returncode, run.stdout, run.stderr) == (2, "", message + "\n")
+
+
+def test_command_line_names_a_file_it_cannot_read(tmp_path):
+  refs, _ = _write_coco(tmp_path, [])
+  missing = tmp_path / "missing.json"
+  run = _run(refs, str(missing))
+  assert (run.returncode, run.stderr) == (2, f"error: cannot read {missing}: No such file or directory\n")
+
+
+def test_command_line_help_shows_the_usage():
+  run = _run("--help")
+  assert "Usage: python -m capjax.metrics REFS.json PREDS.json" in run.stdout
+  assert "--metrics" in run.stdout and "--[no]tokenize" in run.stdout
 
 
 def test_references_follow_the_images_list_and_ignore_other_annotations(tmp_path):

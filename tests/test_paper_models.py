@@ -12,7 +12,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from capjax import models, sharding
-from capjax.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from capjax.tokens import BOS_ID, EOS_ID, PAD_ID
 from capjax.models import inception_resnet_v2 as irv2
 from capjax.tools.param_count import load_config
 from capjax.train import make_setup

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from capjax.data import scenes
-from capjax.data.scenes import (BOUNDING_RADIUS, CountStatement, Mention, Relation, Scene, SceneObject, Span,
-                                parse_caption)
+from capjax import scenes
+from capjax.scenes import grammar, render, sample
+from capjax.scenes.grammar import CountStatement, Mention, Relation, Span, parse_caption
+from capjax.scenes.sample import BOUNDING_RADIUS, Scene, SceneObject
 
-PLAIN = scenes.Background("solid", "light", (230, 230, 230), (230, 230, 230), "horizontal", 0)
+PLAIN = sample.Background("solid", "light", (230, 230, 230), (230, 230, 230), "horizontal", 0)
 
 
 def scene(*objects: tuple[str, str, str, float, float]) -> Scene:
@@ -25,8 +26,8 @@ def many_scenes() -> list[tuple[Scene, list[str]]]:
   out = []
   for index in range(1500):
     rng = np.random.default_rng([0, 0, index])
-    s = scenes.sample_scene(rng)
-    out.append((s, scenes.captions(s, rng)))
+    s = sample.sample_scene(rng)
+    out.append((s, grammar.captions(s, rng)))
   return out
 
 
@@ -35,10 +36,10 @@ def many_scenes() -> list[tuple[Scene, list[str]]]:
 
 def test_same_seed_gives_same_scene_image_and_captions():
   first, second = np.random.default_rng([3, 1, 42]), np.random.default_rng([3, 1, 42])
-  scene_a, scene_b = scenes.sample_scene(first), scenes.sample_scene(second)
+  scene_a, scene_b = sample.sample_scene(first), sample.sample_scene(second)
   assert scene_a == scene_b
-  assert scenes.render(scene_a).tobytes() == scenes.render(scene_b).tobytes()
-  assert scenes.captions(scene_a, first) == scenes.captions(scene_b, second)
+  assert render.render(scene_a).tobytes() == render.render(scene_b).tobytes()
+  assert grammar.captions(scene_a, first) == grammar.captions(scene_b, second)
 
 
 def test_make_example_depends_only_on_seed_split_and_index():
@@ -58,9 +59,9 @@ def test_object_counts_are_one_to_three_in_the_stated_proportions(many_scenes):
 
 def test_every_attribute_value_occurs(many_scenes):
   objects = [o for s, _ in many_scenes for o in s.objects]
-  assert {o.shape for o in objects} == set(scenes.SHAPES)
-  assert {o.colour for o in objects} == set(scenes.COLOURS)
-  assert {o.size for o in objects} == set(scenes.SIZES)
+  assert {o.shape for o in objects} == set(sample.SHAPES)
+  assert {o.colour for o in objects} == set(sample.COLOURS)
+  assert {o.size for o in objects} == set(sample.SIZES)
   assert {s.background.description for s, _ in many_scenes} == {
       f"{tone} {kind}" for tone in ("light", "dark") for kind in ("solid", "gradient", "noise")}
 
@@ -84,84 +85,84 @@ def test_one_axis_of_every_displacement_dominates_by_the_margin(many_scenes):
 
 def test_spatial_relation_follows_the_dominant_axis():
   a = SceneObject("circle", "red", "small", 0.3, 0.5)
-  assert scenes.spatial_relation(a, SceneObject("square", "blue", "small", 0.8, 0.6)) == "to the left of"
-  assert scenes.spatial_relation(a, SceneObject("square", "blue", "small", 0.1, 0.4)) == "to the right of"
-  assert scenes.spatial_relation(a, SceneObject("square", "blue", "small", 0.4, 0.9)) == "above"
-  assert scenes.spatial_relation(a, SceneObject("square", "blue", "small", 0.2, 0.1)) == "below"
+  assert sample.spatial_relation(a, SceneObject("square", "blue", "small", 0.8, 0.6)) == "to the left of"
+  assert sample.spatial_relation(a, SceneObject("square", "blue", "small", 0.1, 0.4)) == "to the right of"
+  assert sample.spatial_relation(a, SceneObject("square", "blue", "small", 0.4, 0.9)) == "above"
+  assert sample.spatial_relation(a, SceneObject("square", "blue", "small", 0.2, 0.1)) == "below"
 
 
 def test_sample_scene_honours_the_number_of_objects_and_rejects_four():
   rng = np.random.default_rng(0)
-  assert [len(scenes.sample_scene(rng, n).objects) for n in (1, 2, 3)] == [1, 2, 3]
+  assert [len(sample.sample_scene(rng, n).objects) for n in (1, 2, 3)] == [1, 2, 3]
   with pytest.raises(ValueError, match="one to three"):
-    scenes.sample_scene(rng, 4)
+    sample.sample_scene(rng, 4)
 
 
 # -- Rendering ------------------------------------------------------------------------------------------------
 
 
 def test_render_is_uint8_rgb_of_the_requested_size():
-  s = scenes.sample_scene(np.random.default_rng(5))
-  assert scenes.render(s).shape == (64, 64, 3)
-  assert scenes.render(s).dtype == np.uint8
-  assert scenes.render(s, image_size=96).shape == (96, 96, 3)
+  s = sample.sample_scene(np.random.default_rng(5))
+  assert render.render(s).shape == (64, 64, 3)
+  assert render.render(s).dtype == np.uint8
+  assert render.render(s, image_size=96).shape == (96, 96, 3)
 
 
 def test_each_object_is_painted_in_its_colour_at_its_centre():
   s = scene(("circle", "red", "small", 0.2, 0.25), ("triangle", "blue", "large", 0.75, 0.3),
             ("diamond", "orange", "small", 0.45, 0.8))
-  image = scenes.render(s)
+  image = render.render(s)
   for o in s.objects:
-    assert tuple(image[int(o.y * 64), int(o.x * 64)]) == scenes.COLOURS[o.colour]
+    assert tuple(image[int(o.y * 64), int(o.x * 64)]) == sample.COLOURS[o.colour]
   assert tuple(image[0, 0]) == (230, 230, 230)
   assert tuple(image[63, 63]) == (230, 230, 230)
 
 
 def test_large_objects_cover_about_three_times_the_pixels_of_small_ones():
-  for shape in scenes.SHAPES:
-    small = scenes.render(scene((shape, "red", "small", 0.5, 0.5)))
-    large = scenes.render(scene((shape, "red", "large", 0.5, 0.5)))
+  for shape in sample.SHAPES:
+    small = render.render(scene((shape, "red", "small", 0.5, 0.5)))
+    large = render.render(scene((shape, "red", "large", 0.5, 0.5)))
     covered_small = int((small != 230).any(-1).sum())
     covered_large = int((large != 230).any(-1).sum())
     assert 2.4 < covered_large / covered_small < 3.6, shape
 
 
 def test_encode_png_decodes_to_the_same_pixels():
-  image = scenes.render(scenes.sample_scene(np.random.default_rng(11)))
-  decoded = np.asarray(Image.open(io.BytesIO(scenes.encode_png(image))))
+  image = render.render(sample.sample_scene(np.random.default_rng(11)))
+  decoded = np.asarray(Image.open(io.BytesIO(render.encode_png(image))))
   np.testing.assert_array_equal(decoded, image)
   with pytest.raises(ValueError, match="uint8"):
-    scenes.encode_png(image.astype(np.float32))
+    render.encode_png(image.astype(np.float32))
 
 
 # -- Captions -------------------------------------------------------------------------------------------------
 
 
 def test_canonical_caption_of_one_object():
-  assert scenes.canonical_caption(scene(("circle", "red", "small", 0.5, 0.5))) == "a small red circle"
+  assert grammar.canonical_caption(scene(("circle", "red", "small", 0.5, 0.5))) == "a small red circle"
 
 
 def test_canonical_caption_of_two_objects_names_the_left_one_first_whatever_their_order():
   left, right = ("circle", "red", "small", 0.2, 0.5), ("square", "blue", "large", 0.7, 0.4)
   expected = "a small red circle to the left of a large blue square"
-  assert scenes.canonical_caption(scene(left, right)) == expected
-  assert scenes.canonical_caption(scene(right, left)) == expected
+  assert grammar.canonical_caption(scene(left, right)) == expected
+  assert grammar.canonical_caption(scene(right, left)) == expected
 
 
 def test_canonical_caption_of_a_stacked_pair_names_the_upper_one_first():
   lower, upper = ("triangle", "green", "large", 0.5, 0.75), ("diamond", "yellow", "small", 0.45, 0.2)
-  assert scenes.canonical_caption(scene(lower, upper)) == "a small yellow diamond above a large green triangle"
+  assert grammar.canonical_caption(scene(lower, upper)) == "a small yellow diamond above a large green triangle"
 
 
 def test_canonical_caption_of_three_objects_lists_them_left_to_right():
   s = scene(("square", "blue", "large", 0.5, 0.7), ("circle", "red", "small", 0.2, 0.2),
             ("triangle", "green", "small", 0.8, 0.25))
-  assert scenes.canonical_caption(s) == "a small red circle , a large blue square and a small green triangle"
+  assert grammar.canonical_caption(s) == "a small red circle , a large blue square and a small green triangle"
 
 
 def test_paraphrases_of_two_objects():
   s = scene(("square", "blue", "large", 0.7, 0.4), ("circle", "red", "small", 0.2, 0.5))
-  assert scenes.paraphrases(s) == [
+  assert grammar.paraphrases(s) == [
       "there is a small red circle to the left of a large blue square",
       "the large blue square is to the right of the small red circle",
       "one small red circle and one large blue square",
@@ -173,8 +174,8 @@ def test_paraphrases_of_two_objects():
 def test_paraphrases_of_three_objects_with_a_repeated_kind_add_a_count():
   s = scene(("circle", "red", "small", 0.2, 0.2), ("square", "orange", "large", 0.5, 0.7),
             ("circle", "red", "small", 0.8, 0.25))
-  assert scenes.canonical_caption(s) == "a small red circle , a large orange square and a small red circle"
-  assert scenes.paraphrases(s) == [
+  assert grammar.canonical_caption(s) == "a small red circle , a large orange square and a small red circle"
+  assert grammar.paraphrases(s) == [
       "one small red circle , one large orange square and one small red circle",
       "small red circle , large orange square and small red circle",
       "the red circle , the orange square and the red circle",
@@ -189,21 +190,21 @@ def test_count_captions_state_the_size_only_when_the_group_shares_it():
   mixed = scene(("circle", "red", "small", 0.2, 0.5), ("circle", "red", "large", 0.7, 0.4))
   three = scene(("triangle", "blue", "small", 0.2, 0.2), ("triangle", "blue", "large", 0.5, 0.7),
                 ("triangle", "blue", "small", 0.8, 0.25))
-  assert scenes.paraphrases(same)[-1] == "two small red circles"
-  assert scenes.paraphrases(mixed)[-1] == "two red circles"
-  assert scenes.paraphrases(three)[-1] == "three blue triangles"
+  assert grammar.paraphrases(same)[-1] == "two small red circles"
+  assert grammar.paraphrases(mixed)[-1] == "two red circles"
+  assert grammar.paraphrases(three)[-1] == "three blue triangles"
 
 
 def test_captions_put_the_canonical_wording_first_then_three_distinct_paraphrases(many_scenes):
   for s, caps in many_scenes:
     assert len(caps) == 4
-    assert caps[0] == scenes.canonical_caption(s)
+    assert caps[0] == grammar.canonical_caption(s)
     assert len(set(caps)) == 4
-    assert set(caps[1:]) <= set(scenes.paraphrases(s))
+    assert set(caps[1:]) <= set(grammar.paraphrases(s))
 
 
 def test_captions_are_short_lowercase_and_in_the_vocabulary(many_scenes):
-  vocabulary = set(scenes.VOCABULARY)
+  vocabulary = set(grammar.VOCABULARY)
   for _, caps in many_scenes:
     for caption in caps:
       words = caption.split(" ")
@@ -214,7 +215,7 @@ def test_captions_are_short_lowercase_and_in_the_vocabulary(many_scenes):
 
 def test_every_vocabulary_word_is_used(many_scenes):
   used = {w for _, caps in many_scenes for c in caps for w in c.split()}
-  assert used == set(scenes.VOCABULARY)
+  assert used == set(grammar.VOCABULARY)
 
 
 def test_only_the_canonical_caption_starts_with_a(many_scenes):
@@ -272,7 +273,7 @@ def test_every_caption_parses_back_to_the_scene(many_scenes):
       assert all(m.colour is not None for m in parsed.objects), caption
       assert _pairing_exists(parsed.objects, s.objects), caption
       for r in parsed.relations:
-        assert any(r.subject.matches(a) and r.object.matches(b) and scenes.spatial_relation(a, b) == r.relation
+        assert any(r.subject.matches(a) and r.object.matches(b) and sample.spatial_relation(a, b) == r.relation
                    for a, b in itertools.permutations(s.objects, 2)), caption
       for c in parsed.counts:
         assert sum(c.mention.matches(o) for o in s.objects) == c.count, caption
@@ -284,7 +285,7 @@ def test_canonical_caption_parses_back_to_every_attribute_and_the_relation(many_
     stated = sorted((m.shape, m.colour, m.size) for m in parsed.objects)
     assert stated == sorted((o.shape, o.colour, o.size) for o in s.objects)
     if len(s.objects) == 2:
-      first, relation, second = scenes.ordered_pair(s)
+      first, relation, second = grammar.ordered_pair(s)
       assert parsed.relations == (Relation(Mention(first.shape, first.colour, first.size), relation,
                                            Mention(second.shape, second.colour, second.size)),)
     else:
@@ -296,7 +297,7 @@ def test_canonical_caption_parses_back_to_every_attribute_and_the_relation(many_
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t"])
 def test_parse_of_nothing_is_empty(text):
-  assert parse_caption(text) == scenes.ParsedCaption((), (), (), (), ())
+  assert parse_caption(text) == grammar.ParsedCaption((), (), (), (), ())
 
 
 def test_unknown_tokens_are_unparsed():

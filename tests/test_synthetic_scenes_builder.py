@@ -6,7 +6,8 @@ import pytest
 import tensorflow_datasets as tfds
 
 import tfds_builders.synthetic_scenes  # noqa: F401  (registers the builder)
-from capjax.data import scenes
+from capjax import scenes
+from capjax.scenes import render
 from capjax.metrics.grounded import grounded_metrics
 from tfds_builders.synthetic_scenes import synthetic_scenes_dataset_builder as builder_module
 
@@ -69,7 +70,7 @@ def test_record_i_is_example_i_of_its_split(sources):
       record = sources[split][index]
       expected = scenes.make_example(0, split_index, index)
       assert record["id"] == index
-      np.testing.assert_array_equal(record["image"], scenes.render(expected.scene))
+      np.testing.assert_array_equal(record["image"], render.render(expected.scene))
       assert [c.decode() for c in record["captions"]] == expected.captions
       assert [s.decode() for s in record["objects"]["shape"]] == [o.shape for o in expected.scene.objects]
       np.testing.assert_array_equal(record["objects"]["x"], np.float32([o.x for o in expected.scene.objects]))

@@ -1,15 +1,13 @@
-"""The T2T captioner: cached decoding equals teacher forcing, 1x1/8x8 token grids, logical axes everywhere."""
+"""What only the T2T captioner does: 1x1/8x8 visual tokens with tensor2tensor's sinusoidal positions. What
+every captioner does (cached decoding, tied embeddings, logical axes) is in test_captioner_contract.py."""
 
-import flax.linen as nn
 import jax
 import numpy as np
 import pytest
 
-from capjax import decode
 from capjax.models import encoders
 from capjax.models.layers import sinusoidal_positions
 from capjax.models.t2t import T2T, T2TConfig
-from helpers import assert_decode_steps_match_teacher_forcing
 
 VOCAB = 23
 
@@ -27,49 +25,12 @@ def _init(model: T2T, seed: int = 0):
   return variables, images, tokens
 
 
-def test_every_parameter_has_logical_axis_names():
-  variables, _, _ = _init(_model())
-  boxed = jax.tree.leaves(variables["params"], is_leaf=lambda x: isinstance(x, nn.Partitioned))
-  assert boxed and all(isinstance(b, nn.Partitioned) for b in boxed)
-  for b in boxed:
-    assert len(b.names) == b.value.ndim
-
-
-def test_embedding_is_tied_to_the_output_projection():
-  model = _model()
-  variables, images, tokens = _init(model)
-  params = nn.unbox(variables["params"])
-  # No separate output kernel: zeroing word k's embedding row zeroes its logit everywhere.
-  params["embed"]["embedding"] = params["embed"]["embedding"].at[5].set(0.0)
-  logits = model.apply({"params": params}, images, tokens)
-  assert logits.shape == (3, 8, VOCAB)
-  np.testing.assert_array_equal(logits[..., 5], 0.0)
-  assert np.all(np.abs(logits[..., 6]) > 0)
-
-
 @pytest.mark.parametrize("grid,tokens", [("8x8", 64), ("1x1", 1)])
 def test_visual_tokens_grid(grid, tokens):
   model = _model(grid)
   variables, images, _ = _init(model)
   memory = model.apply(variables, images, method=model.encode)
   assert memory.shape == (3, tokens, 32)
-
-
-def test_decode_step_matches_teacher_forcing():
-  model = _model()
-  variables, images, tokens = _init(model)
-  params = nn.unbox(variables["params"])
-  assert_decode_steps_match_teacher_forcing(model, params, images, tokens, atol=2e-5)
-
-
-@pytest.mark.parametrize("grid", ["8x8", "1x1"])
-def test_cached_greedy_equals_uncached(grid):
-  model = _model(grid)
-  variables, images, _ = _init(model, seed=3)
-  params = nn.unbox(variables["params"])
-  cached = jax.jit(lambda p, x: decode.greedy(model, p, x, 8))(params, images)
-  uncached = jax.jit(lambda p, x: decode.greedy_search(decode.uncached_step(model, p, 8), x, 8))(params, images)
-  np.testing.assert_array_equal(cached, uncached)
 
 
 def test_sinusoidal_positions_match_tensor2tensor_formula():

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from capjax.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabulary, build_vocabulary
+from capjax.data.vocab import Vocabulary, build_vocabulary
+from capjax.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 def _captions(tsv):

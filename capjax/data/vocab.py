@@ -12,9 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-PAD, BOS, EOS, UNK = "<PAD>", "<BOS>", "<EOS>", "<UNK>"
-SPECIALS = (PAD, BOS, EOS, UNK)
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+from capjax.tokens import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK, UNK_ID
 VOCAB_FILENAME = "vocab.txt"
 
 

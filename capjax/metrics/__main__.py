@@ -1,16 +1,24 @@
-"""`python -m capjax.metrics REFS.json PREDS.json [--metrics=Bleu,METEOR,ROUGE_L,CIDEr[,SPICE]]`: COCO caption
-metrics of a COCO results file against COCO caption annotations, printed as one JSON object.
+"""COCO caption metrics of a COCO results file against COCO caption annotations, printed as one JSON object.
+
+Usage: python -m capjax.metrics REFS.json PREDS.json [--metrics=Bleu,METEOR,ROUGE_L,CIDEr[,SPICE]] [--notokenize]
+  REFS.json   COCO caption annotations (a JSON object with "images" and "annotations")
+  PREDS.json  COCO results (a JSON list of {"image_id", "caption"} objects, one per image)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Sequence
 from typing import Any
 
+from absl import app, flags
+
+from capjax.metrics.cli import fail, parse_flags
 from capjax.metrics.coco import DEFAULT_METRICS, METRICS, evaluate
+
+_METRICS = flags.DEFINE_list("metrics", list(DEFAULT_METRICS), f"Comma-separated subset of {','.join(METRICS)}.")
+_TOKENIZE = flags.DEFINE_bool("tokenize", True, "Run pycocoevalcap's PTB tokenization first (--notokenize: the "
+                              "captions are already PTB-tokenized).")
 
 
 def load_references(path: str) -> dict[Any, list[str]]:
@@ -43,31 +51,28 @@ def load_predictions(path: str) -> dict[Any, str]:
   return preds
 
 
-def parse_metrics(text: str) -> tuple[str, ...]:
-  metrics = tuple(m.strip() for m in text.split(",") if m.strip())
-  unknown = [m for m in metrics if m not in METRICS]
+def parse_metrics(names: Sequence[str]) -> tuple[str, ...]:
+  """The --metrics list without empty entries; a ValueError names any that is not a metric."""
+  metrics = tuple(name for name in names if name)
+  unknown = [name for name in metrics if name not in METRICS]
   if unknown or not metrics:
-    raise argparse.ArgumentTypeError(f"unknown metrics {unknown}; choose from {','.join(METRICS)}")
+    raise ValueError(f"unknown metrics {unknown}: choose from {','.join(METRICS)}")
   return metrics
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m capjax.metrics", description=__doc__.split("\n\n")[0])
-  parser.add_argument("refs", help="COCO caption annotations (JSON with images and annotations)")
-  parser.add_argument("preds", help="COCO results (JSON list of image_id and caption)")
-  parser.add_argument("--metrics", type=parse_metrics, default=DEFAULT_METRICS,
-                      help=f"comma-separated subset of {','.join(METRICS)} (default {','.join(DEFAULT_METRICS)})")
-  parser.add_argument("--no-tokenize", action="store_true", help="captions are already PTB-tokenized")
-  args = parser.parse_args(argv)
+def main(argv: Sequence[str]) -> int:
+  if len(argv) != 3:
+    return fail(f"expected two files, REFS.json PREDS.json, got {len(argv) - 1} argument(s) (see --help)")
   try:
-    scores = evaluate(load_references(args.refs), load_predictions(args.preds), args.metrics,
-                      tokenize=not args.no_tokenize)
-  except (OSError, ValueError, KeyError, RuntimeError, TimeoutError) as error:
-    print(f"error: {error}", file=sys.stderr)
-    return 1
+    metrics = parse_metrics(_METRICS.value)
+    scores = evaluate(load_references(argv[1]), load_predictions(argv[2]), metrics, tokenize=_TOKENIZE.value)
+  except OSError as error:
+    return fail(f"cannot read {error.filename}: {error.strerror}")
+  except (ValueError, KeyError, RuntimeError, TimeoutError) as error:
+    return fail(str(error))
   print(json.dumps(scores))
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  app.run(main, flags_parser=parse_flags)

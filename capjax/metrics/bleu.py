@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from capjax.metrics.cider import count_ngrams, group_starts
+from capjax.metrics.ngrams import count_ngrams, group_starts
 
 K = TypeVar("K", bound=Hashable)
 _TINY, _SMALL = 1e-15, 1e-9

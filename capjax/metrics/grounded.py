@@ -8,17 +8,14 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from capjax.data.scenes import (CountStatement, Mention, ParsedCaption, Relation, SceneObject, parse_caption,
-                                spatial_relation)
+from capjax.scenes.grammar import CountStatement, Mention, ParsedCaption, Relation, parse_caption
+from capjax.scenes.sample import SceneObject, spatial_relation
+from capjax.strings import as_str
 
 # What a scene's ground truth may look like: a list of object dicts {"shape", "colour", "size", "x", "y"}
 # (str or bytes values), the columnar dict of lists that `tfds.data_source` returns for the "objects"
 # feature, or SceneObjects.
 Objects = Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]] | Sequence[SceneObject]
-
-
-def _text(value: Any) -> str:
-  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def as_scene_objects(objects: Objects) -> list[SceneObject]:
@@ -28,7 +25,7 @@ def as_scene_objects(objects: Objects) -> list[SceneObject]:
     objects = [dict(zip(columns, row)) for row in zip(*columns.values())]
   return [
       o if isinstance(o, SceneObject) else SceneObject(
-          _text(o["shape"]), _text(o["colour"]), _text(o["size"]), float(o["x"]), float(o["y"]))
+          as_str(o["shape"]), as_str(o["colour"]), as_str(o["size"]), float(o["x"]), float(o["y"]))
       for o in objects
   ]
 
@@ -85,7 +82,7 @@ def _match(mentions: Sequence[Mention], objects: Sequence[SceneObject]) -> list[
 
 def relation_holds(relation: Relation, objects: Sequence[SceneObject]) -> bool:
   """True when two distinct image objects fit the subject and the object and stand in that relation, by the
-  rule the generator lays scenes out with (`capjax.data.scenes.spatial_relation`)."""
+  rule the generator lays scenes out with (`capjax.scenes.sample.spatial_relation`)."""
   return any(
       a is not b and relation.subject.matches(a) and relation.object.matches(b) and
       spatial_relation(a, b) == relation.relation for a in objects for b in objects)

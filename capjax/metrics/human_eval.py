@@ -1,23 +1,26 @@
 """Human evaluation as in the paper: a rating sheet (image, caption, GOOD/BAD from each of three raters) and
 the aggregation of returned ratings into the fractions of images with 1+, 2+ and 3 GOOD votes.
 
-`python -m capjax.metrics.human_eval aggregate RATINGS.csv [...]`; sheets come from `--mode=eval`.
+Usage: python -m capjax.metrics.human_eval aggregate RATINGS.csv [RATINGS.csv ...] [--raters=3]
+  prints the 1+/2+/3 GOOD fractions of the rated images as JSON. The rating sheets (rating_sheet.html) come
+  from `python -m capjax.main --mode=eval`; each rater's button downloads a RATINGS.csv.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import collections
 import csv
 import html
 import io
 import json
-import sys
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from absl import app, flags
 from PIL import Image
+
+from capjax.metrics.cli import fail, parse_flags
 
 RATINGS = ("GOOD", "BAD")
 
@@ -111,24 +114,27 @@ def aggregate(rows: Sequence[tuple[str, int, str]], raters: int = 3) -> dict[str
   return result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  sub = parser.add_subparsers(dest="command", required=True)
-  agg = sub.add_parser("aggregate", help="ratings CSV(s) -> 1+/2+/3 GOOD fractions as JSON")
-  agg.add_argument("ratings", nargs="+")
-  agg.add_argument("--raters", type=int, default=3)
-  args = parser.parse_args(argv)
+def main(argv: Sequence[str]) -> int:
+  if len(argv) < 3 or argv[1] != "aggregate":
+    return fail("expected `aggregate RATINGS.csv [RATINGS.csv ...]` (see --help)")
   rows = []
-  for path in args.ratings:
-    with open(path, encoding="utf-8", newline="") as f:
-      rows += read_ratings(f)
   try:
-    print(json.dumps(aggregate(rows, args.raters)))
-  except ValueError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+    for path in argv[2:]:
+      with open(path, encoding="utf-8", newline="") as f:
+        try:
+          rows += read_ratings(f)
+        except ValueError as error:
+          return fail(f"{path}: {error}")
+    print(json.dumps(aggregate(rows, flags.FLAGS.raters)))
+  except OSError as error:
+    return fail(f"cannot read {error.filename}: {error.strerror}")
+  except ValueError as error:
+    return fail(str(error))
   return 0
 
 
 if __name__ == "__main__":
-  raise SystemExit(main())
+  # Defined here, not at import: capjax.evaluate imports this module for its rating sheets, and capjax.main
+  # must not grow a --raters flag.
+  flags.DEFINE_integer("raters", 3, "Raters per image; every image needs one GOOD/BAD from each.", lower_bound=1)
+  app.run(main, flags_parser=parse_flags)

@@ -5,40 +5,22 @@ line breaks become spaces, every answer has a timeout, a dead JVM or missing Jav
 from __future__ import annotations
 
 import collections
-import importlib.util
 import os
 import queue
 import re
-import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import IO, TypeVar
 
+from capjax.metrics.java import find_java, pycocoevalcap_dir
+
 # The protocol: one `SCORE ||| ref ||| ... ||| hyp` line per image answers with statistics; one `EVAL ||| stats
 # ||| ...` line answers with each image's score and then the corpus score, from pooled statistics (not a mean).
 
 K = TypeVar("K", bound=Hashable)
-JAVA_INSTALL_HINT = ("install a Java runtime and put `java` on PATH, e.g. `apt-get install default-jre` "
-                     "(Debian/Ubuntu), `brew install openjdk` (macOS) or `conda install -c conda-forge openjdk`")
 _LINE_BREAK = re.compile("\r\n|[\r\n]")
 _BATCH = 256  # SCORE lines in flight: their answers (~100 bytes each) stay well below a pipe's buffer
-
-
-def find_java(java: str | None = None) -> str:
-  """The java executable to use, or a RuntimeError that says how to install one."""
-  path = shutil.which(java or "java")
-  if path is None:
-    raise RuntimeError(f"METEOR and SPICE run on Java, and `{java or 'java'}` was not found: {JAVA_INSTALL_HINT}")
-  return path
-
-
-def pycocoevalcap_dir() -> str:
-  """Where pycocoevalcap (which ships the METEOR and SPICE jars) is installed."""
-  spec = importlib.util.find_spec("pycocoevalcap")
-  if spec is None or not spec.submodule_search_locations:
-    raise RuntimeError("the METEOR and SPICE jars ship with pycocoevalcap: `pip install pycocoevalcap==1.2`")
-  return list(spec.submodule_search_locations)[0]
 
 
 def meteor_jar() -> str:

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from capjax.metrics.meteor import find_java, pycocoevalcap_dir
+from capjax.metrics.java import find_java, pycocoevalcap_dir
 
 K = TypeVar("K", bound=Hashable)
 CORENLP_JARS = ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar")

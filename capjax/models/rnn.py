@@ -1,7 +1,7 @@
 """The paper's RNN baseline: a 1-layer LSTM encoder over the visual tokens whose final state starts a 1-layer
 LSTM decoder; no attention; word embeddings tied to the output projection.
 
-Same interface as `T2T` (encode / decode / init_cache / decode_step): the decoder's carry is its cache.
+A `capjax.models.captioner.Captioner`, like `T2T`: the decoder's carry is its cache.
 """
 
 from __future__ import annotations

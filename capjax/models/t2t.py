@@ -82,7 +82,8 @@ class DecoderLayer(nn.Module):
 
 
 class T2T(nn.Module):
-  """`image_encoder` maps inputs (pixels or features) to a (batch, h, w, channels) grid."""
+  """A `capjax.models.captioner.Captioner`; `image_encoder` maps inputs (pixels or features) to a (batch, h, w,
+  channels) grid."""
 
   config: T2TConfig
   image_encoder: nn.Module

@@ -17,7 +17,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 from tensorflow_datasets.core import utils as tfds_utils
 
-from capjax.data import scenes
+from capjax import scenes
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")  # the split index seeds the examples: keep this order
 _PARALLEL_MIN_EXAMPLES = 4096  # smaller splits are drawn in this process alone: not worth a pool

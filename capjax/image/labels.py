@@ -13,7 +13,7 @@ BACKGROUND_OFFSET = 1  # TF-slim/timm 1001-way heads put "background" at index 0
 
 # The wnids sorted as strings, which is the class order of Keras's `imagenet_class_index.json`, of TFDS's
 # `imagenet2012` (copied from tensorflow_datasets/datasets/imagenet2012/labels.txt, TFDS 4.9.10) and of
-# the ILSVRC-2012 devkit's training folders. Every one resolves in WordNet 3.0 (tests/test_inception_resnet_v2.py).
+# the ILSVRC-2012 devkit's training folders. Every one resolves in WordNet 3.0 (tests/test_image_labels.py).
 _WNIDS = """
 n01440764 n01443537 n01484850 n01491361 n01494475 n01496331 n01498041 n01514668 n01514859 n01518878
 n01530575 n01531178 n01532829 n01534433 n01537544 n01558993 n01560419 n01580077 n01582220 n01592084
