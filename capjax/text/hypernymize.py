@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from capjax.text import resources
 from capjax.text.annotate import Annotation, Annotator, Span, is_temporal_word, is_word
