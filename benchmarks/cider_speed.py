@@ -1,20 +1,29 @@
 """CIDEr-D speed: capjax's CiderD against pycocoevalcap's Cider on 25,000 images of perturbed CC3M captions (1-5
 references each); prints both times (ours: median of --repeats calls), the speed-up and the largest difference.
+
+usage: python benchmarks/cider_speed.py [--images=25000] [--tsv=CC3M_VALIDATION.tsv] [--repeats=3]
 """
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import random
 import sys
 import time
+from collections.abc import Sequence
 
 import numpy as np
+from absl import flags
 
+from capjax import cli
 from capjax.metrics.cider import CiderD
 
 DEFAULT_TSV = pathlib.Path(__file__).resolve().parents[2] / "shared/data/cc3m/Validation_GCC-1.1.0-Validation.tsv"
+
+FLAGS = flags.FlagValues()
+_IMAGES = flags.DEFINE_integer("images", 25_000, "images scored", lower_bound=1, flag_values=FLAGS)
+_TSV = flags.DEFINE_string("tsv", str(DEFAULT_TSV), "CC3M TSV whose captions are the references", flag_values=FLAGS)
+_REPEATS = flags.DEFINE_integer("repeats", 3, "timed calls of capjax's CiderD", lower_bound=1, flag_values=FLAGS)
 
 
 def perturb(caption: str, vocabulary: list[str], rng: random.Random) -> str:
@@ -44,21 +53,19 @@ def build(captions: list[str], num_images: int, seed: int = 0) -> tuple[dict[int
   return gts, res
 
 
-def main(argv: list[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--images", type=int, default=25_000)
-  parser.add_argument("--tsv", type=pathlib.Path, default=DEFAULT_TSV)
-  parser.add_argument("--repeats", type=int, default=3, help="timed calls of capjax's CiderD")
-  args = parser.parse_args(argv)
+def main(argv: Sequence[str]) -> None:
+  cli.parse(FLAGS, argv, __doc__)
+  if not pathlib.Path(_TSV.value).is_file():
+    cli.fail(f"--tsv={_TSV.value} is not a file: give the CC3M validation TSV")
   from pycocoevalcap.cider.cider import Cider  # the reference implementation (test extra)
 
-  captions = [line.split("\t")[0] for line in args.tsv.read_text(encoding="utf-8").splitlines() if line]
-  gts, res = build(captions, args.images)
+  captions = [line.split("\t")[0] for line in pathlib.Path(_TSV.value).read_text(encoding="utf-8").splitlines() if line]
+  gts, res = build(captions, _IMAGES.value)
   num_refs = sum(map(len, gts.values()))
   print(f"{len(gts)} images, {num_refs} references ({num_refs / len(gts):.2f} per image)")
 
   ours_times = []
-  for _ in range(args.repeats):  # the first call also pays for fresh memory pages
+  for _ in range(_REPEATS.value):  # the first call also pays for fresh memory pages
     start = time.perf_counter()
     ours, our_scores = CiderD().compute_score(gts, res)
     ours_times.append(time.perf_counter() - start)
@@ -78,4 +85,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-  main()
+  cli.run(main)

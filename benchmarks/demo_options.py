@@ -1,13 +1,12 @@
 """Trains demo variants for the same wall-clock budget each and prints their test-split scores side by side.
 
-`python benchmarks/demo_options.py --budget_s=600 [--variants=adam,adagrad,1x1]`
+usage: python benchmarks/demo_options.py --budget_s=600 [--variants=adam,adagrad,1x1] [--data_dir=DIR]
 Each variant's speed is measured first (a short timed run); its step count is set so that training takes
 `budget_s`, so every schedule runs to completion. Rows: the README's demo tables (optimizer, 8x8 vs 1x1).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -15,6 +14,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+
+from absl import flags
+
+from capjax import cli
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BASE = "configs/t2t.py:shapes"
@@ -26,6 +30,12 @@ VARIANTS: dict[str, list[str]] = {
                     "--config.optimizer.warmup_steps=0", "--config.optimizer.schedule=constant"],
     "1x1": ["--config.model.grid=1x1"],
 }
+FLAGS = flags.FlagValues()
+_BUDGET_S = flags.DEFINE_float("budget_s", 600.0, "training seconds per variant", lower_bound=1.0, flag_values=FLAGS)
+_VARIANTS = flags.DEFINE_list("variants", ["adam", "adagrad", "adagrad_0.1", "1x1"],
+                              f"comma-separated subset of {list(VARIANTS)}", flag_values=FLAGS)
+_DATA_DIR = flags.DEFINE_string("data_dir", os.path.expanduser("~/tensorflow_datasets"), "TFDS data dir",
+                                flag_values=FLAGS)
 METRICS = ("cider_d", "Bleu_4", "METEOR", "ROUGE_L", "object_precision", "object_recall", "relation_accuracy",
            "exact_match")
 
@@ -49,19 +59,17 @@ def seconds_per_step(workdir: str, data_dir: str, args: list[str], steps: int = 
   return 64 / rates[len(rates) // 2]
 
 
-def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--budget_s", type=float, default=600.0)
-  parser.add_argument("--variants", default="adam,adagrad,adagrad_0.1,1x1")
-  parser.add_argument("--data_dir", default=os.path.expanduser("~/tensorflow_datasets"))
-  args = parser.parse_args()
+def main(argv: Sequence[str]) -> None:
+  cli.parse(FLAGS, argv, __doc__)
+  if unknown := sorted(set(_VARIANTS.value) - set(VARIANTS)):
+    cli.fail(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
-    for name in args.variants.split(","):
+    for name in _VARIANTS.value:
       extra = VARIANTS[name]
-      sps = seconds_per_step(os.path.join(tmp, f"{name}_speed"), args.data_dir, extra)
-      steps = int(args.budget_s / sps)
-      elapsed, result = run(os.path.join(tmp, name), args.data_dir, [*extra, f"--config.num_train_steps={steps}"])
+      sps = seconds_per_step(os.path.join(tmp, f"{name}_speed"), _DATA_DIR.value, extra)
+      steps = int(_BUDGET_S.value / sps)
+      elapsed, result = run(os.path.join(tmp, name), _DATA_DIR.value, [*extra, f"--config.num_train_steps={steps}"])
       rows.append((name, sps, steps, elapsed, result["metrics"], result["constant_caption_baseline"]["metrics"]))
       print(f"{name}: {steps} steps ({sps * 1000:.0f} ms/step), {elapsed:.0f} s in all", flush=True)
   header = "| variant | steps | ms/step | " + " | ".join(METRICS) + " |"
@@ -73,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  cli.run(main)

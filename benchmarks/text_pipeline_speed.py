@@ -1,25 +1,29 @@
 """Candidates per second per core through boilerplate, filters and hypernymization on a realistic alt-text mix.
 
-`python benchmarks/text_pipeline_speed.py [--n=20000] [--cc3m=PATH]`; prints a table and one JSON line.
+usage: python benchmarks/text_pipeline_speed.py [--n=20000] [--seed=0] [--cc3m=PATH]
+Prints a table and one JSON line.
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
 import pathlib
 import random
-import sys
 import time
+from collections.abc import Sequence
+
+from absl import flags
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
 DEFAULT_CC3M = SHARED / "data" / "cc3m" / "Validation_GCC-1.1.0-Validation.tsv"
 if (SHARED / "nltk_data").is_dir():
   os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))  # before nltk is imported
 
+from capjax import cli  # noqa: E402
 from capjax.text.pipeline import TextPipeline  # noqa: E402
+
 PAPER_CANDIDATES = 5_000_000_000
 
 FIRST = ["Harrison", "Emma", "James", "Olivia", "Michael", "Sophia", "David", "Laura", "Daniel", "Anna", "Peter", "Maria"]
@@ -103,17 +107,20 @@ def realistic_mix(n: int, seed: int, cc3m: list[str]) -> list[tuple[str, str]]:
   return out
 
 
-def main() -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--n", type=int, default=20_000)
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--cc3m", default=str(DEFAULT_CC3M), help="CC3M TSV for real-vocabulary sentences (optional)")
-  args = parser.parse_args()
+FLAGS = flags.FlagValues()
+_N = flags.DEFINE_integer("n", 20_000, "candidates in the mix", lower_bound=1, flag_values=FLAGS)
+_SEED = flags.DEFINE_integer("seed", 0, "seed of the mix", flag_values=FLAGS)
+_CC3M = flags.DEFINE_string("cc3m", str(DEFAULT_CC3M), "CC3M TSV for real-vocabulary sentences (optional)",
+                            flag_values=FLAGS)
+
+
+def main(argv: Sequence[str]) -> int:
+  cli.parse(FLAGS, argv, __doc__)
   cc3m = []
-  if args.cc3m and pathlib.Path(args.cc3m).exists():
-    with open(args.cc3m, encoding="utf-8") as f:
+  if _CC3M.value and pathlib.Path(_CC3M.value).exists():
+    with open(_CC3M.value, encoding="utf-8") as f:
       cc3m = [line.split("\t")[0] for line in f]
-  mix = realistic_mix(args.n, args.seed, cc3m)
+  mix = realistic_mix(_N.value, _SEED.value, cc3m)
 
   start = time.perf_counter()
   pipeline = TextPipeline()
@@ -147,4 +154,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  cli.run(main)

@@ -1,26 +1,37 @@
 """Train-step examples/s and achieved FLOP/s of the paper's four captioners, on features and on pixels.
 
-`python benchmarks/train_step_speed.py [--models=t2t8x8,t2t1x1,rnn8x8,rnn1x1] [--inputs=features,pixels]
-[--steps=3] [--batch=25] [--image_size=299]`. One device; random weights and inputs (speed does not depend on
-them). FLOP/s is a fraction of a matmul peak measured in the same run (jitted 2048x2048 float32 matmuls).
+usage: python benchmarks/train_step_speed.py [--models=t2t8x8,t2t1x1,rnn8x8,rnn1x1] [--inputs=features,pixels]
+           [--steps=3] [--batch=25] [--image_size=299]
+One device; random weights and inputs (speed does not depend on them). FLOP/s is a fraction of a matmul peak
+measured in the same run (jitted 2048x2048 float32 matmuls).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from absl import flags
 
-from capjax import sharding
-from capjax.tools.param_count import load_config
+from capjax import cli, config_util, sharding
 from capjax.train import make_setup
 
 MODELS = {"t2t8x8": "configs/t2t.py:8x8", "t2t1x1": "configs/t2t.py:1x1",
           "rnn8x8": "configs/rnn.py:8x8", "rnn1x1": "configs/rnn.py:1x1"}
+
+FLAGS = flags.FlagValues()
+_MODELS = flags.DEFINE_list("models", list(MODELS), f"comma-separated subset of {list(MODELS)}", flag_values=FLAGS)
+_INPUTS = flags.DEFINE_list("inputs", ["features", "pixels"], "features (8x8x1536 grids), pixels (IRv2)",
+                            flag_values=FLAGS)
+_STEPS = flags.DEFINE_integer("steps", 3, "timed steps after compilation and one warm-up", lower_bound=1,
+                              flag_values=FLAGS)
+_BATCH = flags.DEFINE_integer("batch", 25, "the paper's batch size", lower_bound=1, flag_values=FLAGS)
+_IMAGE_SIZE = flags.DEFINE_integer("image_size", 299, "pixels: Inception-ResNet-v2 input size", flag_values=FLAGS)
+_VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 3920, "caption vocabulary", lower_bound=5, flag_values=FLAGS)
 
 
 def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
@@ -38,7 +49,7 @@ def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
 
 
 def _config(spec: str, inputs: str, batch: int, image_size: int) -> ml_collections.ConfigDict:
-  c = load_config(spec)
+  c = config_util.load(spec)
   c.batch_size = batch
   if inputs == "pixels":
     c.model.encoder.name = "irv2"  # Inception-ResNet-v2 fine-tuned end to end (frozen batch-norm statistics)
@@ -85,12 +96,13 @@ def step_flops(c: ml_collections.ConfigDict, compiled, params: int, tokens: int)
   return flops, "XLA cost analysis"
 
 
-def measure(spec: str, inputs: str, args: argparse.Namespace) -> dict[str, float | str]:
-  c = _config(spec, inputs, args.batch, args.image_size)
+def measure(spec: str, inputs: str, batch_size: int, image_size: int, vocab_size: int,
+            steps: int) -> dict[str, float | str]:
+  c = _config(spec, inputs, batch_size, image_size)
   mesh = sharding.make_mesh(c, jax.devices()[:1])
-  setup = make_setup(c, args.vocab_size, mesh)
+  setup = make_setup(c, vocab_size, mesh)
   state = setup.init(jax.random.key(0))
-  batch = sharding.host_to_global(_batch(c, args.vocab_size), mesh)
+  batch = sharding.host_to_global(_batch(c, vocab_size), mesh)
   start = time.perf_counter()
   compiled = setup.train_step.lower(state, batch).compile()
   compile_s = time.perf_counter() - start
@@ -99,7 +111,7 @@ def measure(spec: str, inputs: str, args: argparse.Namespace) -> dict[str, float
   state, metrics = compiled(state, batch)  # warm-up
   jax.block_until_ready(metrics)
   times = []
-  for _ in range(args.steps):
+  for _ in range(steps):
     start = time.perf_counter()
     state, metrics = compiled(state, batch)
     jax.block_until_ready(metrics)
@@ -109,29 +121,26 @@ def measure(spec: str, inputs: str, args: argparse.Namespace) -> dict[str, float
           "source": source}
 
 
-def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {list(MODELS)}")
-  parser.add_argument("--inputs", default="features,pixels", help="features (8x8x1536 grids), pixels (IRv2)")
-  parser.add_argument("--steps", type=int, default=3, help="timed steps after compilation and one warm-up")
-  parser.add_argument("--batch", type=int, default=25, help="the paper's batch size")
-  parser.add_argument("--image_size", type=int, default=299, help="pixels: Inception-ResNet-v2 input size")
-  parser.add_argument("--vocab_size", type=int, default=3920)
-  args = parser.parse_args()
+def main(argv: Sequence[str]) -> None:
+  cli.parse(FLAGS, argv, __doc__)
+  for name, given, known in (("models", _MODELS.value, list(MODELS)),
+                             ("inputs", _INPUTS.value, ["features", "pixels"])):
+    if unknown := sorted(set(given) - set(known)):
+      cli.fail(f"--{name}: unknown {unknown}; choose from {known}")
   peak = matmul_peak()
   device = jax.devices()[0]
-  print(f"{device.platform} ({device.device_kind}), batch {args.batch}, median of {args.steps} steps; "
+  print(f"{device.platform} ({device.device_kind}), batch {_BATCH.value}, median of {_STEPS.value} steps; "
         f"matmul peak (2048² f32) {peak / 1e9:.1f} GFLOP/s\n")
   print("| model | input | compile s | step s | examples/s | GFLOP/step | FLOPs from | GFLOP/s | of peak |")
   print("|---|---|---:|---:|---:|---:|---|---:|---:|")
-  for inputs in args.inputs.split(","):
-    for name in args.models.split(","):
-      r = measure(MODELS[name], inputs, args)
+  for inputs in _INPUTS.value:
+    for name in _MODELS.value:
+      r = measure(MODELS[name], inputs, _BATCH.value, _IMAGE_SIZE.value, _VOCAB_SIZE.value, _STEPS.value)
       achieved = r["flops"] / r["step_s"]
-      label = f"{inputs} ({args.image_size}px IRv2)" if inputs == "pixels" else "features 8x8x1536"
+      label = f"{inputs} ({_IMAGE_SIZE.value}px IRv2)" if inputs == "pixels" else "features 8x8x1536"
       print(f"| {MODELS[name]} | {label} | {r['compile_s']:.1f} | {r['step_s']:.3f} | {r['examples_s']:.1f} | "
             f"{r['flops'] / 1e9:.1f} | {r['source']} | {achieved / 1e9:.1f} | {achieved / peak:.0%} |", flush=True)
 
 
 if __name__ == "__main__":
-  main()
+  cli.run(main)

@@ -1,11 +1,15 @@
-"""Config helpers: parse the `:arg` of `--config=configs/x.py:arg` and reject unknown variants early.
-
-`arg` is a comma-separated list of variant names and `key=value` pairs, as in big_vision.
+"""Config helpers: the one way to load `configs/x.py:arg` (`load`), and the parsing of its `:arg` that rejects unknown
+variants early. `arg` is a comma-separated list of variant names and `key=value` pairs, as in big_vision.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import pathlib
 from collections.abc import Collection
+
+import ml_collections
 
 
 class ConfigError(ValueError):
@@ -29,3 +33,19 @@ def parse_arg(arg: str | None, variants: Collection[str]) -> tuple[set[str], dic
       raise ValueError(f"unknown config variant {part!r}: choose from {sorted(variants)} "
                        "(or pass key=value pairs)")
   return names, values
+
+
+def load(spec: str | os.PathLike[str]) -> ml_collections.ConfigDict:
+  """`path/to/config.py[:arg]` -> the ConfigDict its `get_config(arg)` returns (`arg` None when absent).
+
+  A relative path is read from the working directory, as `--config` reads it. The file is executed as a fresh
+  module each time, so two loads never share mutable state.
+  """
+  path, sep, arg = os.fspath(spec).partition(".py:")
+  path = pathlib.Path(path + ".py" if sep else path)
+  if path.suffix != ".py" or not path.is_file():
+    raise FileNotFoundError(f"config file {os.fspath(path)!r} not found: give `path/to/config.py[:variants]`")
+  module_spec = importlib.util.spec_from_file_location(f"capjax_config_{path.stem}", path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module.get_config(arg or None)

@@ -17,8 +17,9 @@ import numpy as np
 from absl import logging
 
 from capjax import sharding
-from capjax.data import pipeline
+from capjax.data import pipeline, sources
 from capjax.data.vocab import Vocabulary
+from capjax.strings import as_str
 
 
 @dataclasses.dataclass
@@ -31,26 +32,23 @@ class EvalResult:
   baseline: dict[str, Any] | None = None
 
 
-def _text(x) -> str:
-  return x.decode("utf-8") if isinstance(x, bytes) else str(x)
-
-
 def record_objects(record: dict[str, Any]) -> list[dict[str, Any]] | None:
   """The ground-truth object list of a synthetic-scenes record, or None for datasets without one."""
   objects = record.get("objects")
   if objects is None:
     return None
   n = len(objects["shape"])
-  return [{k: (_text(v[i]) if k in ("shape", "colour", "size") else float(v[i])) for k, v in objects.items()}
+  return [{k: (as_str(v[i]) if k in ("shape", "colour", "size") else float(v[i])) for k, v in objects.items()}
           for i in range(n)]
 
 
 def decode_split(setup, params, source, vocab: Vocabulary, config: ml_collections.ConfigDict,
                  num_examples: int | None = None) -> tuple[list[int], list[str]]:
-  """Greedy captions for the first `num_examples` examples of `source` (all by default), in order."""
+  """Captions for the first `num_examples` examples of `source` (all by default), in order, by the search that
+  `config.decode` names (greedy or beam) and `setup.decode` compiled."""
   indices, captions = [], []
   for batch in pipeline.eval_batches(source, config.dataset.image_size, config.eval.batch_size, num_examples,
-                                      pipeline.input_key(config)):
+                                      setup.inputs.key):
     index = batch.pop("index")
     tokens = setup.decode(params, sharding.host_to_global(batch, setup.mesh)["image"])
     tokens = sharding.global_batch_to_host(tokens)
@@ -66,7 +64,7 @@ def decode_split(setup, params, source, vocab: Vocabulary, config: ml_collection
 def score(predictions: list[str], references: list[list[str]], objects: list | None,
           full: bool) -> dict[str, float]:
   """CIDEr-D always; with `full`, BLEU-1..4, ROUGE-L and METEOR (when Java runs) too; grounded metrics."""
-  from capjax.metrics import coco  # pylint: disable=g-import-not-at-top
+  from capjax.metrics import coco  # noqa: PLC0415
   refs = {i: r for i, r in enumerate(references)}
   preds = {i: p for i, p in enumerate(predictions)}
   metrics: dict[str, float] = {}
@@ -80,7 +78,7 @@ def score(predictions: list[str], references: list[list[str]], objects: list | N
   else:
     metrics["cider_d"] = float(coco.cider_d(refs, preds))
   if objects is not None:
-    from capjax.metrics import grounded  # pylint: disable=g-import-not-at-top
+    from capjax.metrics import grounded  # noqa: PLC0415
     metrics.update({k: float(v) for k, v in grounded.grounded_metrics(predictions, objects).items()})
   return metrics
 
@@ -90,7 +88,7 @@ def evaluate_split(setup, params, source, vocab: Vocabulary, config: ml_collecti
   start = time.time()
   indices, predictions = decode_split(setup, params, source, vocab, config, num_examples)
   records = [source[i] for i in indices]
-  references = [[_text(c) for c in r["captions"]] for r in records]
+  references = [[as_str(c) for c in r["captions"]] for r in records]
   objects = [record_objects(r) for r in records]
   objects = None if any(o is None for o in objects) else objects
   full = num_examples is None
@@ -131,10 +129,10 @@ def report(result: EvalResult, split: str, step: int, config: ml_collections.Con
 def pictures(config: ml_collections.ConfigDict, split: str, indices: list[int]) -> list[np.ndarray] | None:
   """The pictures of `split`'s examples `indices`; for a feature variant, from its source dataset (None when
   that is not built here)."""
-  source = pipeline.data_source(config.dataset, split)
-  if pipeline.input_key(config) == "image":
+  source = sources.data_source(config.dataset, split)
+  if not config.dataset.get("features"):
     return [np.asarray(source[i]["image"]) for i in indices]
-  pixels = pipeline.pixel_source(config.dataset, split)
+  pixels = sources.pixel_source(config.dataset, split)
   if pixels is None:
     return None
   return [np.asarray(pixels[int(source[i]["source_index"])]["image"]) for i in indices]
@@ -145,7 +143,7 @@ def write_outputs(result: EvalResult, workdir: str, split: str, step: int, confi
   """metrics JSON, COCO results JSON, gallery PNG and loss curve PNG; returns {kind: path}."""
   if jax.process_index() != 0:
     return {}
-  from capjax import gallery  # pylint: disable=g-import-not-at-top
+  from capjax import gallery  # noqa: PLC0415
   out_dir = os.path.join(workdir, "eval", f"{split}_step{step}")
   os.makedirs(out_dir, exist_ok=True)
   paths = {
@@ -170,7 +168,7 @@ def write_outputs(result: EvalResult, workdir: str, split: str, step: int, confi
     del paths["gallery"]
   r = min(config.eval.rating_sheet_size, n)
   if r:
-    from capjax.metrics import human_eval  # pylint: disable=g-import-not-at-top
+    from capjax.metrics import human_eval  # noqa: PLC0415
     paths["rating_sheet"] = os.path.join(out_dir, "rating_sheet.html")
     with open(paths["rating_sheet"], "w", encoding="utf-8") as f:
       f.write(human_eval.rating_sheet(result.indices[:r], images[:r], result.predictions[:r],

@@ -28,7 +28,7 @@ def _font(size: int) -> ImageFont.ImageFont:
 def _spans(caption: str, objects: list[dict[str, Any]] | None) -> list[tuple[str, tuple[int, int, int]]]:
   if objects is None:
     return [(caption, INK)]
-  from capjax.metrics import grounded  # pylint: disable=g-import-not-at-top
+  from capjax.metrics import grounded  # noqa: PLC0415
   return [(text, GOOD if ok else BAD) for text, ok in grounded.annotate_caption(caption, objects)]
 
 
@@ -69,9 +69,9 @@ def write_gallery(path: str, images: Sequence[np.ndarray], predictions: Sequence
 
 
 def write_loss_curve(path: str, history_path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib  # noqa: PLC0415
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # noqa: PLC0415
   with open(history_path, encoding="utf-8") as f:
     records = [json.loads(line) for line in f if line.strip()]
   steps = [r["step"] for r in records]

@@ -20,17 +20,19 @@ from capjax import evaluate as evaluate_lib
 from capjax import sharding
 from capjax import train
 from capjax.config_util import ConfigError
-from capjax.data import pipeline, preprocess
+from capjax.data import preprocess, sources
 from capjax.data.vocab import VOCAB_FILENAME, Vocabulary
+from capjax.features import Encoder
+from capjax.models import inception_resnet_v2 as irv2
 
 
 def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
   """(setup, params, vocab, step) from a training workdir; `step` None means the best by validation CIDEr-D."""
-  pipeline.input_key(config)
+  inputs = sources.input_spec(config)  # a mismatched config fails before any work
   if not os.path.exists(os.path.join(workdir, VOCAB_FILENAME)):
     raise FileNotFoundError(f"{workdir} has no {VOCAB_FILENAME}: train first with --mode=train --workdir={workdir}")
   vocab = Vocabulary.load(workdir)
-  setup = train.make_setup(config, len(vocab), sharding.make_mesh(config))
+  setup = train.make_setup(config, len(vocab), sharding.make_mesh(config), inputs)
   mngr = train.checkpoint_manager(workdir, config)
   if step is None:
     step = train.best_step(mngr)
@@ -46,7 +48,7 @@ def run_eval(config: ml_collections.ConfigDict, workdir: str, split: str | None 
              step: int | None = None) -> dict[str, Any]:
   setup, params, vocab, step = load_trained(config, workdir, step)
   split = split or config.dataset.test_split
-  source = pipeline.data_source(config.dataset, split)
+  source = sources.data_source(config.dataset, split)
   result = evaluate_lib.evaluate_split(setup, params, source, vocab, config)
   outputs = evaluate_lib.write_outputs(result, workdir, split, step=step, config=config)
   evaluate_lib.report(result, split, step, config)
@@ -62,10 +64,12 @@ def load_image(path: str, size: int) -> np.ndarray:
     raise ValueError(f"{path}: not a readable image ({e})") from e
 
 
-def feature_extractor(config: ml_collections.ConfigDict, batch: int) -> Callable[[np.ndarray], np.ndarray] | None:
-  """For a model trained on pre-extracted features: uint8 pictures -> the features it reads, computed by the
-  Inception-ResNet-v2 in `model.encoder.weights` (as capjax.tools.extract_tfds_features did). None for pixels."""
-  key = pipeline.input_key(config)
+def feature_extractor(config: ml_collections.ConfigDict, inputs: sources.InputSpec,
+                      batch: int) -> Callable[[np.ndarray], np.ndarray] | None:
+  """For a model trained on pre-extracted features: uint8 pictures -> the features it reads (`inputs.key`),
+  computed by the Inception-ResNet-v2 in `model.encoder.weights` (as capjax.tools.extract_tfds_features did).
+  None for pixels."""
+  key = inputs.key
   if key == "image":
     return None
   weights = config.model.encoder.get("weights")
@@ -74,8 +78,6 @@ def feature_extractor(config: ml_collections.ConfigDict, batch: int) -> Callable
         "this model reads pre-extracted Inception-ResNet-v2 features: to caption image files, point "
         "--config.model.encoder.weights at the converted weights that extracted them (the directory written by "
         "`python -m capjax.tools.convert_weights`)")
-  from capjax.models import inception_resnet_v2 as irv2  # pylint: disable=g-import-not-at-top
-  from capjax.tools.extract_tfds_features import Encoder  # pylint: disable=g-import-not-at-top
   devices = jax.local_devices() if batch % jax.local_device_count() == 0 else jax.local_devices()[:1]
   encoder = Encoder(irv2.load_converted(weights), devices, "float32")
   return lambda images: np.asarray(jax.device_get(encoder(images)[key]))
@@ -99,7 +101,7 @@ def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
     except ValueError as e:
       failed[p] = str(e)
       logging.warning("%s", e)
-  features = feature_extractor(config, batch)
+  features = feature_extractor(config, setup.inputs, batch)
   captions: list[str] = []
   for start in range(0, len(images), batch):
     chunk = np.stack(images[start:start + batch])

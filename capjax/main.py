@@ -28,23 +28,6 @@ _DISTRIBUTED = flags.DEFINE_enum(
     "Call jax.distributed.initialize(): 'auto' when a cluster is detected (Cloud TPU VM pods, SLURM, "
     "JAX_COORDINATOR_ADDRESS), 'on' always, 'off' never (single process).")
 
-_CLUSTER_ENV = ("JAX_COORDINATOR_ADDRESS", "SLURM_JOB_ID", "TPU_WORKER_HOSTNAMES", "MEGASCALE_COORDINATOR_ADDRESS")
-
-
-def maybe_initialize_distributed(mode: str) -> None:
-  import jax  # pylint: disable=g-import-not-at-top
-  if mode == "off" or (mode == "auto" and not any(os.environ.get(k) for k in _CLUSTER_ENV)):
-    return
-  if jax.config.jax_platforms == "cpu" or os.environ.get("JAX_PLATFORMS") == "cpu":
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes need a collectives backend
-  if os.environ.get("JAX_COORDINATOR_ADDRESS") and os.environ.get("JAX_NUM_PROCESSES"):
-    jax.distributed.initialize(coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
-                               num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
-                               process_id=int(os.environ["JAX_PROCESS_ID"]))
-  else:
-    jax.distributed.initialize()
-  logging.info("JAX distributed: process %d of %d", jax.process_index(), jax.process_count())
-
 
 class _QuietLibraries(pylogging.Filter):
   """Drops INFO chatter of orbax/grain/tfds (dozens of lines per checkpoint); warnings still show."""
@@ -63,10 +46,13 @@ def main(argv) -> None:
   if _CONFIG.value is None or _WORKDIR.value is None:
     raise app.UsageError("--config and --workdir are required, e.g. "
                          "--config=configs/t2t.py:shapes --workdir=workdir/shapes")
-  maybe_initialize_distributed(_DISTRIBUTED.value)
-  from capjax import inference, train  # pylint: disable=g-import-not-at-top
-  from capjax.config_util import ConfigError  # pylint: disable=g-import-not-at-top
-  from capjax.data.pipeline import DatasetNotBuiltError  # pylint: disable=g-import-not-at-top
+  # Imported here rather than at the top: `--help` and flag errors answer without loading jax and TensorFlow, and
+  # jax.distributed starts before any module can touch a backend.
+  from capjax import distributed  # noqa: PLC0415
+  distributed.maybe_initialize(_DISTRIBUTED.value)
+  from capjax import inference, train  # noqa: PLC0415
+  from capjax.config_util import ConfigError  # noqa: PLC0415
+  from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415
   config, workdir = _CONFIG.value, _WORKDIR.value
   try:
     if _MODE.value == "train":

@@ -57,6 +57,11 @@ def make_mesh(config: ml_collections.ConfigDict, devices: Sequence[jax.Device] |
   return Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
 
 
+def data_mesh(devices: Sequence[jax.Device]) -> Mesh:
+  """A 1-D mesh over `devices` whose one axis is `data`: pure batch parallelism (frozen-feature extraction)."""
+  return Mesh(np.asarray(devices), ("data",))
+
+
 def logical_to_shardings(mesh: Mesh, logical_specs: Any) -> Any:
   """Maps a pytree of logical PartitionSpecs (from `nn.get_partition_spec`) to NamedShardings."""
   return nn.logical_to_mesh_sharding(logical_specs, mesh, LOGICAL_AXIS_RULES)
@@ -81,5 +86,5 @@ def global_batch_to_host(x: jax.Array) -> np.ndarray:
   """Gathers a (possibly multi-host) global array to a full numpy array on every host."""
   if jax.process_count() == 1:
     return np.asarray(x)
-  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  from jax.experimental import multihost_utils  # noqa: PLC0415 (multi-host only)
   return np.asarray(multihost_utils.process_allgather(x, tiled=True))

@@ -29,7 +29,7 @@ from capjax import evaluate as evaluate_lib
 from capjax import models
 from capjax import sharding
 from capjax.config_util import ConfigError
-from capjax.data import pipeline
+from capjax.data import pipeline, sources
 from capjax.data.vocab import Vocabulary, build_vocabulary
 from capjax.tokens import PAD_ID
 
@@ -91,16 +91,12 @@ class Setup:
   init: Any
   train_step: Any
   decode: Any
+  inputs: sources.InputSpec
 
 
-def dummy_inputs(config: ml_collections.ConfigDict, batch: int) -> tuple[np.ndarray, np.ndarray]:
-  d = config.dataset
-  if config.model.encoder.name == "features":
-    shape = d.feature_shape[-1:] if d.get("feature_key") == "pooled" else d.feature_shape
-    images = np.zeros((batch, *shape), np.float32)
-  else:
-    images = np.zeros((batch, d.image_size, d.image_size, 3), np.uint8)
-  return images, np.zeros((batch, config.max_caption_tokens + 1), np.int32)
+def dummy_inputs(inputs: sources.InputSpec, max_caption_tokens: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
+  """Blank images (or features) and token ids of the shapes the model is built for."""
+  return inputs.zeros(batch), np.zeros((batch, max_caption_tokens + 1), np.int32)
 
 
 def loss_fn(model: nn.Module, params: Any, batch: dict[str, jax.Array], rng: jax.Array,
@@ -132,10 +128,13 @@ def decode_tokens(model: nn.Module, decode_config: ml_collections.ConfigDict, ma
   raise ValueError(f"decode.method={decode_config.method!r}: use 'greedy' or 'beam'")
 
 
-def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding.Mesh) -> Setup:
+def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding.Mesh,
+               inputs: sources.InputSpec | None = None) -> Setup:
+  """The model, optimizer and compiled functions; `inputs` (default: resolved from `config`) fixes what it reads."""
+  inputs = inputs or sources.input_spec(config)
   model = models.build(config, vocab_size)
   tx = make_optimizer(config)
-  images, tokens = dummy_inputs(config, 1)
+  images, tokens = dummy_inputs(inputs, config.max_caption_tokens, 1)
 
   def init_fn(rng):
     params = model.init(rng, images, tokens, train=False)["params"]
@@ -161,7 +160,7 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
                    in_shardings=(state_shardings.params, data_sharding), out_shardings=data_sharding)
   train_step = jax.jit(train_step, in_shardings=(state_shardings, data_sharding),
                        out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=0)
-  return Setup(config, model, tx, mesh, state_shardings, init, train_step, decode)
+  return Setup(config, model, tx, mesh, state_shardings, init, train_step, decode, inputs)
 
 
 def abstract_state(setup: Setup) -> Any:
@@ -237,7 +236,7 @@ def truncate_history(path: str, step: int) -> None:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split."""
-  pipeline.input_key(config)  # pixels or pre-extracted features: a mismatched config fails before any work
+  inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
   os.makedirs(workdir, exist_ok=True)
   if config.debug_nans:
     jax.config.update("jax_debug_nans", True)
@@ -251,13 +250,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                        f"set --config.{name} to a multiple of it, or --config.mesh.data to a divisor.")
 
   # --- Input Pipeline ---
-  train_source = pipeline.data_source(config.dataset, config.dataset.train_split)
+  train_source = sources.data_source(config.dataset, config.dataset.train_split)
   vocab = load_or_build_vocab(config, workdir, train_source)
-  train_iter = pipeline.train_iterator(config, train_source, vocab)
-  val_source = pipeline.data_source(config.dataset, config.dataset.eval_split)
+  train_iter = pipeline.train_iterator(config, train_source, vocab, inputs.key)
+  val_source = sources.data_source(config.dataset, config.dataset.eval_split)
 
   # --- Create Model & Optimizer, Shard & Transfer ---
-  setup = make_setup(config, len(vocab), mesh)
+  setup = make_setup(config, len(vocab), mesh, inputs)
   writer = metric_writers.create_default_writer(workdir, just_logging=jax.process_index() > 0)
   mngr = checkpoint_manager(workdir, config)
 
@@ -314,7 +313,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     state = restore_state(mngr, best, setup)
   logging.info("Evaluating checkpoint of step %s on %s", best if best is not None else step,
                config.dataset.test_split)
-  test_source = pipeline.data_source(config.dataset, config.dataset.test_split)
+  test_source = sources.data_source(config.dataset, config.dataset.test_split)
   result = evaluate_lib.evaluate_split(setup, state.params, test_source, vocab, config)
   final_step = best if best is not None else step
   outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split, step=final_step,

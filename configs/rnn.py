@@ -3,18 +3,17 @@ from its final state, no attention, tied embeddings. Everything else (data, Adag
 variants `8x8` / `1x1` / `shapes` / `debug`) is as in configs/t2t.py.
 """
 
-import importlib.util
 import pathlib
 
 import ml_collections
 
-_spec = importlib.util.spec_from_file_location("capjax_config_t2t", pathlib.Path(__file__).with_name("t2t.py"))
-_t2t = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_t2t)
+from capjax import config_util
+
+_T2T = pathlib.Path(__file__).with_name("t2t.py")  # beside this file, wherever the command runs
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  c = _t2t.get_config(arg)
+  c = config_util.load(f"{_T2T}:{arg or ''}")
   variants = set((arg or "").split(","))
   c.model.name = "rnn"
   for transformer_only in ("num_heads", "mlp_dim", "encoder_layers", "decoder_layers"):

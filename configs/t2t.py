@@ -24,7 +24,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # Data: Conceptual Captions with pre-extracted Inception-ResNet-v2 features.
   c.dataset = ml_collections.ConfigDict()
-  c.dataset.name = "cc3m"                 # TFDS name; see capjax.data.pipeline.KNOWN_BUILDERS
+  c.dataset.name = "cc3m"                 # TFDS name; see capjax.data.sources.KNOWN_BUILDERS
   c.dataset.builder_config = ""           # TFDS builder config, e.g. a feature variant
   c.dataset.data_dir = ""                 # TFDS data dir ("" -> $TFDS_DATA_DIR or ~/tensorflow_datasets)
   c.dataset.auto_build = False            # build on first use (only for datasets that need no download)

@@ -108,7 +108,8 @@ def test_count_params_counts_like_keras(keras_release, keras_variables):
 
 
 def test_cli_writes_orbax_checkpoint_and_metadata_that_load_converted_reads(keras_release, keras_variables, tmp_path):
-  cw.main(["--format=keras", f"--input={keras_release.legacy_h5}", f"--output={tmp_path / 'irv2'}"])
+  cw.main(["convert_weights", "--format=keras", f"--input={keras_release.legacy_h5}",
+           f"--output={tmp_path / 'irv2'}"])
   metadata = json.loads((tmp_path / "irv2" / irv2.METADATA_FILE).read_text())
   assert metadata == {
     "model": "inception_resnet_v2", "format": "keras-legacy-h5", "num_classes": 1000,

@@ -51,7 +51,7 @@ def variables(weights_dir: pathlib.Path) -> dict:
 @pytest.fixture(scope="module")
 def extracted(weights_dir, image_dir, tmp_path_factory) -> dict[str, np.ndarray]:
   output = tmp_path_factory.mktemp("out") / "features.npz"
-  ef.main([f"--weights={weights_dir}", f"--images={image_dir}/*", f"--output={output}",
+  ef.main(["extract_features", f"--weights={weights_dir}", f"--images={image_dir}/*", f"--output={output}",
            f"--image_size={IMAGE_SIZE}", "--batch_size=2"])
   with np.load(output, allow_pickle=False) as npz:
     return dict(npz)
@@ -99,6 +99,9 @@ def test_images_over_the_decompression_bomb_limit_are_skipped_without_decoding(i
   assert decoded.pixels is None and "DecompressionBomb" in decoded.reason
 
 
-def test_no_matching_images_is_a_usage_error(weights_dir, tmp_path):
-  with pytest.raises(SystemExit):
-    ef.main([f"--weights={weights_dir}", f"--images={tmp_path}/*.jpg", f"--output={tmp_path / 'f.npz'}"])
+def test_no_matching_images_is_a_usage_error(weights_dir, tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    ef.main(["extract_features", f"--weights={weights_dir}", f"--images={tmp_path}/*.jpg",
+             f"--output={tmp_path / 'f.npz'}"])
+  assert exit_info.value.code == 2
+  assert capsys.readouterr().err == f"error: no files match --images='{tmp_path}/*.jpg'\n"

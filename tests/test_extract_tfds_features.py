@@ -20,7 +20,8 @@ import pytest
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from capjax.data import pipeline
+from capjax import config_util
+from capjax.data import pipeline, sources
 from capjax.models import inception_resnet_v2 as irv2
 from capjax.tools import extract_features as ef
 from capjax.tools import extract_tfds_features as etf
@@ -38,7 +39,8 @@ def _dataset_config(data_dir: pathlib.Path, features: str = "") -> ml_collection
 
 
 def _args(data_dir, weights, *extra) -> list[str]:
-  return ["--dataset=synthetic_scenes/tiny", f"--weights={weights}", f"--data_dir={data_dir}",
+  """argv for `etf.main`, as app.run passes it (program name first)."""
+  return ["extract_tfds_features", "--dataset=synthetic_scenes/tiny", f"--weights={weights}", f"--data_dir={data_dir}",
           f"--image_size={IMAGE_SIZE}", "--dtype=float32", "--batch_size=8", f"--examples_per_shard={PER_SHARD}",
           "--distributed=off", *extra]
 
@@ -51,14 +53,15 @@ def weights(irv2_weights) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> pathlib.Path:
   directory = tmp_path_factory.mktemp("tfds")
-  pipeline.prepare(_dataset_config(directory))
+  sources.prepare(_dataset_config(directory))
   return directory
 
 
 @pytest.fixture(scope="module")
 def extracted(data_dir, weights) -> pathlib.Path:
   assert len(jax.local_devices()) == 8
-  return etf.main(_args(data_dir, weights, f"--splits={','.join(SPLITS)}"))
+  etf.main(_args(data_dir, weights, f"--splits={','.join(SPLITS)}"))
+  return data_dir / "synthetic_scenes_irv2" / "tiny" / "1.0.0"
 
 
 def _rows(out_dir: pathlib.Path, split: str) -> list[dict]:
@@ -68,7 +71,7 @@ def _rows(out_dir: pathlib.Path, split: str) -> list[dict]:
 
 
 def test_variant_is_a_tfds_dataset_beside_the_source_with_the_source_fields_and_features(data_dir, extracted):
-  assert extracted == data_dir / "synthetic_scenes_irv2" / "tiny" / "1.0.0"
+  assert (extracted / "dataset_info.json").is_file()
   builder = tfds.builder("synthetic_scenes_irv2/tiny", data_dir=data_dir)
   assert builder.info.file_format.value == "array_record"
   assert {s: builder.info.splits[s].shard_lengths for s in builder.info.splits} == {
@@ -76,7 +79,7 @@ def test_variant_is_a_tfds_dataset_beside_the_source_with_the_source_fields_and_
   assert set(builder.info.features) == {"id", "captions", "objects", "background", "grid", "pooled", "source_index"}
   assert builder.info.features["grid"].shape == (3, 3, 1536)
   assert json.loads((extracted / etf.SKIPPED).read_text()) == {"validation": [], "test": []}
-  source = pipeline.data_source(_dataset_config(data_dir), "test")
+  source = sources.data_source(_dataset_config(data_dir), "test")
   variant = builder.as_data_source(split="test")
   for i in (0, 23, 24, 63):
     original, row = source[i], variant[i]
@@ -89,7 +92,7 @@ def test_variant_is_a_tfds_dataset_beside_the_source_with_the_source_fields_and_
 
 def test_sharded_features_equal_the_single_device_encoder_and_pooled_is_their_mean(data_dir, weights, extracted):
   rows = _rows(extracted, "validation")
-  source = pipeline.data_source(_dataset_config(data_dir), "validation")
+  source = sources.data_source(_dataset_config(data_dir), "validation")
   model = irv2.InceptionResNetV2(num_classes=NUM_CLASSES)
   variables = irv2.load_converted(weights)
   for first in (0, 30):  # two rows of the first shard, two of the second
@@ -170,7 +173,7 @@ class _Unreadable:
 
 def test_unreadable_records_are_skipped_counted_and_reported_never_fatal(data_dir, weights, extracted, tmp_path):
   del extracted
-  builder = pipeline.prepare(_dataset_config(data_dir))
+  builder = sources.prepare(_dataset_config(data_dir))
   broken = _Unreadable(builder.as_data_source(split="validation"), {5, 30})
   out_dir = etf.extract_dataset(builder, weights, tmp_path, splits=["validation"], image_size=IMAGE_SIZE,
                                 dtype="float32", batch_size=8, examples_per_shard=PER_SHARD,
@@ -191,32 +194,33 @@ def test_grey_and_rgba_pictures_become_rgb_and_other_shapes_are_skipped_with_the
   rgba = rng.integers(0, 256, (5, 7, 4), dtype=np.uint8)
   np.testing.assert_array_equal(etf.rgb(rgba), rgba[..., :3])
   source = [{"image": grey}, {"image": rgba[..., :2]}]
-  record, pixels, reason = etf._read(source, 0, "image", 9)  # pylint: disable=protected-access
+  record, pixels, reason = etf._read(source, 0, "image", 9)  # noqa: SLF001
   assert record is source[0] and pixels.shape == (9, 9, 3) and reason == ""
-  assert etf._read(source, 1, "image", 9) == (  # pylint: disable=protected-access
+  assert etf._read(source, 1, "image", 9) == (  # noqa: SLF001
       None, None, "ValueError: an image of shape (5, 7, 2) is neither grey, RGB nor RGBA")
 
 
 def test_the_1x1_models_read_the_pooled_vector_and_pixel_encoders_refuse_features(data_dir, extracted):
   del extracted
-  from capjax.data.vocab import build_vocabulary  # pylint: disable=g-import-not-at-top
-  from capjax.tools.param_count import load_config  # pylint: disable=g-import-not-at-top
-  config = load_config("configs/t2t.py:1x1")
+  from capjax.data.vocab import build_vocabulary  # noqa: PLC0415
+  config = config_util.load("configs/t2t.py:1x1")
   assert (config.dataset.features, config.dataset.feature_key) == ("irv2", "pooled")
   config.dataset.update(name="synthetic_scenes", builder_config="tiny", data_dir=str(data_dir))
   config.batch_size = 8
-  source = pipeline.data_source(config.dataset, "validation")
+  source = sources.data_source(config.dataset, "validation")
   vocab = build_vocabulary(pipeline.split_captions(source), 1)
-  batch = next(pipeline.train_iterator(config, source, vocab))
+  inputs = sources.input_spec(config)
+  assert inputs == sources.InputSpec("pooled", (1536,), "float32")
+  batch = next(pipeline.train_iterator(config, source, vocab, inputs.key))
   assert batch["image"].shape == (8, 1536) and batch["image"].dtype == np.float32
   config.model.encoder.name = "irv2"
   with pytest.raises(ValueError, match="pixel encoders"):
-    pipeline.input_key(config)
+    sources.input_spec(config)
 
 
 def test_a_missing_variant_says_how_to_write_it(tmp_path):
-  with pytest.raises(pipeline.DatasetNotBuiltError, match="extract_tfds_features --dataset=synthetic_scenes/tiny"):
-    pipeline.data_source(_dataset_config(tmp_path, features="irv2"), "test")
+  with pytest.raises(sources.DatasetNotBuiltError, match="extract_tfds_features --dataset=synthetic_scenes/tiny"):
+    sources.data_source(_dataset_config(tmp_path, features="irv2"), "test")
 
 
 def test_main_trains_evaluates_and_captions_files_from_the_feature_variant(data_dir, weights, extracted, tmp_path):
@@ -239,7 +243,7 @@ def test_main_trains_evaluates_and_captions_files_from_the_feature_variant(data_
 
   images = tmp_path / "images"
   images.mkdir()
-  source = pipeline.data_source(_dataset_config(data_dir), "test")
+  source = sources.data_source(_dataset_config(data_dir), "test")
   for i in range(2):
     Image.fromarray(source[i]["image"]).save(images / f"{i}.png")
   no_weights = subprocess.run([sys.executable, "-m", "capjax.main", *common, "--mode=caption",
@@ -261,9 +265,8 @@ def test_the_four_paper_models_train_resume_and_evaluate_on_features_over_a_data
   """The paper configs (debug widths) on the feature variant, sharded (data=4, model=2) over 8 fake devices:
   2 steps, then a second run resumes from that checkpoint to step 4, and the test split is beam-searched."""
   del extracted
-  from capjax.tools.param_count import load_config  # pylint: disable=g-import-not-at-top
-  from capjax.train import train_and_evaluate  # pylint: disable=g-import-not-at-top
-  config = load_config(spec)
+  from capjax.train import train_and_evaluate  # noqa: PLC0415
+  config = config_util.load(spec)
   assert config.model.encoder.name == "features" and config.decode.beam_size == 4
   config.dataset.update(name="synthetic_scenes", builder_config="tiny", data_dir=str(data_dir),
                         train_split="validation")

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from capjax import models, sharding
+from capjax import config_util, models, sharding
 from capjax.tokens import BOS_ID, EOS_ID, PAD_ID
 from capjax.models import inception_resnet_v2 as irv2
-from capjax.tools.param_count import load_config
 from capjax.train import make_setup
 from helpers import random_like
 
@@ -28,7 +27,7 @@ SHARDED_MODELS = PAPER_MODELS  # each at the paper's widths and depths, one step
 
 def _config(spec: str) -> ml_collections.ConfigDict:
   """The config file's model on pre-extracted features, trained with constant-rate Adam 3e-3, batch 8."""
-  c = load_config(spec)
+  c = config_util.load(spec)
   assert c.model.encoder.name == "features" and tuple(c.dataset.feature_shape) == (8, 8, 1536)
   c.batch_size = BATCH
   c.optimizer.name = "adam"

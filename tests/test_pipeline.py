@@ -1,14 +1,11 @@
 """grain training input: one random reference per example per epoch, static shapes, resumable iterators."""
 
-import sys
-
 import numpy as np
 
+from capjax import config_util
 from capjax.data import pipeline, preprocess
 from capjax.data.vocab import build_vocabulary
 
-sys.path.insert(0, "configs")
-import t2t as t2t_config  # noqa: E402
 
 
 def _source(n: int = 10):
@@ -19,7 +16,7 @@ def _source(n: int = 10):
 
 
 def _config(batch: int = 4):
-  c = t2t_config.get_config("shapes")
+  c = config_util.load("configs/t2t.py:shapes")
   c.batch_size = batch
   c.input.num_threads = 1
   return c
@@ -32,7 +29,7 @@ def _vocab(source):
 def test_batches_have_static_shapes_and_valid_tokens():
   source = _source()
   vocab = _vocab(source)
-  it = pipeline.train_iterator(_config(), source, vocab)
+  it = pipeline.train_iterator(_config(), source, vocab, "image")
   for _ in range(5):
     b = next(it)
     assert b["image"].shape == (4, 64, 64, 3) and b["image"].dtype == np.uint8
@@ -43,7 +40,7 @@ def test_batches_have_static_shapes_and_valid_tokens():
 def test_each_epoch_draws_a_reference_at_random_and_covers_every_example():
   source = _source(8)
   vocab = _vocab(source)
-  it = pipeline.train_iterator(_config(batch=8), source, vocab)
+  it = pipeline.train_iterator(_config(batch=8), source, vocab, "image")
   chosen = {}
   for _ in range(12):  # 12 epochs of 8 examples
     b = next(it)
@@ -57,12 +54,12 @@ def test_each_epoch_draws_a_reference_at_random_and_covers_every_example():
 def test_same_seed_same_stream_and_resume_from_state():
   source = _source()
   vocab = _vocab(source)
-  a = pipeline.train_iterator(_config(), source, vocab)
+  a = pipeline.train_iterator(_config(), source, vocab, "image")
   for _ in range(3):
     next(a)
   state = a.get_state()
   expected = [next(a)["targets"] for _ in range(4)]
-  b = pipeline.train_iterator(_config(), source, vocab)
+  b = pipeline.train_iterator(_config(), source, vocab, "image")
   b.set_state(state)
   for want in expected:
     np.testing.assert_array_equal(next(b)["targets"], want)

@@ -1,24 +1,20 @@
 """Sharded training on 8 fake CPU devices: parameters placed as the logical-axis rules say, and the same
 losses as on one device."""
 
-import sys
-
 import jax
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from capjax import sharding
+from capjax import config_util, sharding
 from capjax.train import make_setup
 
-sys.path.insert(0, "configs")
-import t2t as t2t_config  # noqa: E402
 
 VOCAB = 37  # deliberately not a multiple of the model axis: the table is padded
 
 
 def _config(data: int, model: int):
-  c = t2t_config.get_config("shapes,debug")
+  c = config_util.load("configs/t2t.py:shapes,debug")
   c.mesh.data, c.mesh.model = data, model
   c.batch_size = 16
   c.optimizer.warmup_steps = 0

@@ -73,7 +73,7 @@ def test_command_line_writes_one_line_per_row_and_the_funnel(tmp_path, capsys):
   source = tmp_path / "alt.tsv"
   source.write_text("".join(f"{i}\t{t}\n" for i, t in rows) + "8\n", encoding="utf-8")
   output = tmp_path / "out.jsonl"
-  assert pipeline.main([f"--input={source}", f"--output={output}", "--min_concept_count=1"]) == 0
+  assert pipeline.main(["pipeline", f"--input={source}", f"--output={output}", "--min_concept_count=1"]) == 0
 
   lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
   assert [r["id"] for r in lines] == ["1", "2", "3", "4", "5", "6", "7", "8"]

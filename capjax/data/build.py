@@ -10,7 +10,7 @@ import importlib
 
 from absl import app, flags
 
-from capjax.data import pipeline
+from capjax.data import sources
 
 _DATASET = flags.DEFINE_string("dataset", "synthetic_scenes", "TFDS name of the dataset to build.")
 _CONFIG = flags.DEFINE_string("config", "", "Builder config (e.g. `tiny` for synthetic_scenes).")
@@ -21,11 +21,11 @@ _MANUAL_DIR = flags.DEFINE_string("manual_dir", "", "Where manually downloaded f
 def main(argv) -> None:
   del argv
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  module = pipeline.KNOWN_BUILDERS.get(_DATASET.value, (None, ""))[0]
+  module = sources.KNOWN_BUILDERS.get(_DATASET.value, (None, ""))[0]
   if module:
     importlib.import_module(module)
   name = _DATASET.value + (f"/{_CONFIG.value}" if _CONFIG.value else "")
-  builder = tfds.builder(name, data_dir=pipeline.default_data_dir({"data_dir": _DATA_DIR.value}))
+  builder = tfds.builder(name, data_dir=sources.default_data_dir({"data_dir": _DATA_DIR.value}))
   config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
   builder.download_and_prepare(file_format="array_record", download_config=config)
   print(f"built {builder.name}/{builder.builder_config.name if builder.builder_config else ''} "

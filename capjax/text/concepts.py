@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import collections
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from capjax.text.filters import Reason
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from capjax.text import resources
 from capjax.text.annotate import Annotation, Annotator, Span, is_temporal_word, is_word

@@ -1,11 +1,12 @@
 """The text pipeline end to end: alt-text -> boilerplate -> filters -> hypernymization -> concept pruning.
 
-`python -m capjax.text.pipeline --input=IN.tsv --output=OUT.jsonl [--min_concept_count=100]`
+usage: python -m capjax.text.pipeline --input=IN.tsv --output=OUT.jsonl [--min_concept_count=100]
+           [--vocabulary=WORDS.txt] [--entities=KG.tsv] [--no_seed_entities]
+Writes one JSON line per input row and the per-stage funnel beside it (OUT.funnel.json), and prints the funnel.
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import dataclasses
 import json
@@ -13,8 +14,12 @@ import os
 import pathlib
 import sys
 import time
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
+from absl import flags
+
+from capjax import cli
 from capjax.text import concepts as concepts_lib
 from capjax.text.annotate import Annotator, normalize_text
 from capjax.text.boilerplate import strip_boilerplate
@@ -179,30 +184,34 @@ def run(input_path: str, output_path: str, config: PipelineConfig, log_every: in
   return summary
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(prog="python -m capjax.text.pipeline", description=__doc__.splitlines()[0])
-  parser.add_argument("--input", required=True, help="TSV of id<TAB>alt_text, no header")
-  parser.add_argument("--output", required=True, help="JSONL, one line per input row")
-  parser.add_argument("--min_concept_count", type=int, default=PipelineConfig.min_concept_count,
-                      help="drop pairs with a concept seen this many times or fewer (default %(default)s)")
-  parser.add_argument("--vocabulary", default=None, help="vocabulary file (one word a line, or word<TAB>count)")
-  parser.add_argument("--entities", default=None, help="extra entity<TAB>hypernym table, checked first")
-  parser.add_argument("--no_seed_entities", action="store_true", help="do not use the shipped seed table")
-  return parser.parse_args(argv)
+FLAGS = flags.FlagValues()
+_INPUT = flags.DEFINE_string("input", None, "TSV of id<TAB>alt_text, no header", flag_values=FLAGS, required=True)
+_OUTPUT = flags.DEFINE_string("output", None, "JSONL, one line per input row", flag_values=FLAGS, required=True)
+_MIN_CONCEPT_COUNT = flags.DEFINE_integer(
+    "min_concept_count", PipelineConfig.min_concept_count,
+    "drop pairs with a concept seen this many times or fewer", lower_bound=0, flag_values=FLAGS)
+_VOCABULARY = flags.DEFINE_string("vocabulary", None, "vocabulary file (one word a line, or word<TAB>count)",
+                                  flag_values=FLAGS)
+_ENTITIES = flags.DEFINE_string("entities", None, "extra entity<TAB>hypernym table, checked first", flag_values=FLAGS)
+_NO_SEED_ENTITIES = flags.DEFINE_boolean("no_seed_entities", False, "do not use the shipped seed table",
+                                         flag_values=FLAGS)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  args = parse_args(argv)
+def main(argv: Sequence[str]) -> int:
+  """argv as `app.run` passes it: the program name, then the flags."""
+  cli.parse(FLAGS, argv, __doc__)
+  if not os.path.isfile(_INPUT.value):
+    cli.fail(f"--input={_INPUT.value} is not a file")
   config = PipelineConfig(
-      filters=FilterConfig(vocabulary_path=args.vocabulary),
-      hypernyms=HypernymConfig(entities_path=args.entities, use_seed_entities=not args.no_seed_entities),
-      min_concept_count=args.min_concept_count,
+      filters=FilterConfig(vocabulary_path=_VOCABULARY.value),
+      hypernyms=HypernymConfig(entities_path=_ENTITIES.value, use_seed_entities=not _NO_SEED_ENTITIES.value),
+      min_concept_count=_MIN_CONCEPT_COUNT.value,
   )
-  summary = run(args.input, args.output, config)
+  summary = run(_INPUT.value, _OUTPUT.value, config)
   print(json.dumps(summary, indent=2))
-  print(f"funnel written to {funnel_path(args.output)}", file=sys.stderr)
+  print(f"funnel written to {funnel_path(_OUTPUT.value)}", file=sys.stderr)
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  cli.run(main)

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from capjax.text import resources
 from capjax.text.annotate import Annotator

@@ -5,7 +5,7 @@ Same model, features, tag dictionary and tie-breaking as `nltk.tag.PerceptronTag
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -1,11 +1,11 @@
 """Imports released Inception-ResNet-v2 weights (Keras HDF5, timm safetensors) into capjax's layout.
 
-Usage: python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=DIR
+usage: python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=DIR
+Writes an orbax checkpoint and metadata.json (with the input's sha256) into DIR and prints the metadata.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -18,8 +18,11 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from absl import flags
 
+from capjax import cli
 from capjax.models import inception_resnet_v2 as irv2
+from capjax.strings import as_str
 
 Key = tuple[str, ...]  # (collection, *module path, variable), e.g. ("params", "Mixed_5b", ..., "kernel")
 FORMATS = ("keras", "timm")
@@ -213,10 +216,6 @@ _KERAS3_VARIABLES = {"conv2d": ("kernel", "bias"), "dense": ("kernel", "bias"),
                      "batch_normalization": ("gamma", "beta", "moving_mean", "moving_variance")}
 
 
-def _as_str(value: bytes | str) -> str:
-  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
 def read_keras_h5(path: str | os.PathLike[str]) -> tuple[str, dict[str, np.ndarray]]:
   """Keras weights as {"<layer name>/<variable>": array} and the layout ("keras-legacy-h5" or "keras3-weights-h5").
 
@@ -234,7 +233,7 @@ def read_keras_h5(path: str | os.PathLike[str]) -> tuple[str, dict[str, np.ndarr
         if "name" not in variables.attrs:
           raise ConversionError(f"{path}: layers/{key}/vars has no 'name' attribute, so layers cannot be matched "
                                 "by creation order; re-save it with this Keras version or in the legacy layout")
-        layer, kind = _as_str(variables.attrs["name"]), re.sub(r"_\d+$", "", key)
+        layer, kind = as_str(variables.attrs["name"]), re.sub(r"_\d+$", "", key)
         names = _KERAS3_VARIABLES.get(kind)
         if names is None:
           raise ConversionError(f"unexpected tensor {layer}/0 in {path}: layer type {kind!r} has no weights in IRv2")
@@ -246,9 +245,9 @@ def read_keras_h5(path: str | os.PathLike[str]) -> tuple[str, dict[str, np.ndarr
     root = f["model_weights"] if "model_weights" in f else f
     if "layer_names" not in root.attrs:
       raise ConversionError(f"{path}: neither a legacy Keras weights file (no 'layer_names') nor a .weights.h5")
-    for layer in map(_as_str, root.attrs["layer_names"]):
+    for layer in map(as_str, root.attrs["layer_names"]):
       group = root[layer]
-      for weight in map(_as_str, group.attrs.get("weight_names", [])):
+      for weight in map(as_str, group.attrs.get("weight_names", [])):
         tensors[f"{layer}/{weight.split('/')[-1].split(':')[0]}"] = np.asarray(group[weight])
   return "keras-legacy-h5", tensors
 
@@ -385,17 +384,23 @@ def convert(weights_format: str, path: str | os.PathLike[str], output: str | os.
   return metadata
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--format", required=True, choices=FORMATS,
-                      help="keras: legacy .h5 (keras.applications download) or Keras 3 .weights.h5; "
-                           "timm: inception_resnet_v2 safetensors")
-  parser.add_argument("--input", required=True, help="the weights file")
-  parser.add_argument("--output", required=True, help="directory for the orbax checkpoint and metadata.json")
-  args = parser.parse_args(argv)
-  metadata = convert(args.format, args.input, args.output)
+FLAGS = flags.FlagValues()
+_FORMAT = flags.DEFINE_enum("format", None, FORMATS, "keras: legacy .h5 (keras.applications download) or Keras 3 "
+                            ".weights.h5; timm: inception_resnet_v2 safetensors", flag_values=FLAGS, required=True)
+_INPUT = flags.DEFINE_string("input", None, "the weights file", flag_values=FLAGS, required=True)
+_OUTPUT = flags.DEFINE_string("output", None, "directory for the orbax checkpoint and metadata.json",
+                              flag_values=FLAGS, required=True)
+
+
+def main(argv: Sequence[str]) -> None:
+  """argv as `app.run` passes it: the program name, then the flags."""
+  cli.parse(FLAGS, argv, __doc__)
+  try:
+    metadata = convert(_FORMAT.value, _INPUT.value, _OUTPUT.value)
+  except (ConversionError, OSError) as error:
+    cli.fail(f"--input={_INPUT.value}: {error}")
   print(json.dumps(metadata, indent=2, sort_keys=True))
 
 
 if __name__ == "__main__":
-  main()
+  cli.run(main)

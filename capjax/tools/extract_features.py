@@ -1,11 +1,12 @@
 """Inception-ResNet-v2 features for a folder of images: 8×8×1536 grids, pooled vectors and logits in one .npz.
 
-Usage: python -m capjax.tools.extract_features --weights=DIR --images='photos/*.jpg' --output=features.npz
+usage: python -m capjax.tools.extract_features --weights=DIR --images='photos/*.jpg' --output=features.npz
+           [--batch_size=16] [--image_size=299]
+Unreadable files are skipped and listed in the .npz (`skipped`, `skip_reasons`).
 """
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import dataclasses
 import functools
@@ -19,8 +20,9 @@ import jax
 import numpy as np
 import PIL.Image
 import tqdm
-from absl import logging
+from absl import flags, logging
 
+from capjax import cli
 from capjax.models import inception_resnet_v2 as irv2
 
 DEFAULT_BATCH_SIZE = 16
@@ -143,31 +145,37 @@ def extract(paths: Sequence[str], model: irv2.InceptionResNetV2, variables: Any,
                   [i.path for i in skipped], [i.reason or "unreadable" for i in skipped])
 
 
-def main(argv: Sequence[str] | None = None) -> Features:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--weights", required=True, help="directory written by capjax.tools.convert_weights")
-  parser.add_argument("--images", required=True, help="glob of image files, e.g. 'photos/**/*.jpg'")
-  parser.add_argument("--output", required=True, help="the .npz to write")
-  parser.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE)
-  parser.add_argument("--image_size", type=int, default=irv2.IMAGE_SIZE,
-                      help=f"square input size (299 gives the 8×8 grid; at least {irv2.MIN_IMAGE_SIZE})")
-  args = parser.parse_args(argv)
-  if args.image_size < irv2.MIN_IMAGE_SIZE:
-    parser.error(f"--image_size must be at least {irv2.MIN_IMAGE_SIZE}")
-  paths = sorted(glob.glob(args.images, recursive=True))
+FLAGS = flags.FlagValues()
+_WEIGHTS = flags.DEFINE_string("weights", None, "directory written by capjax.tools.convert_weights",
+                               flag_values=FLAGS, required=True)
+_IMAGES = flags.DEFINE_string("images", None, "glob of image files, e.g. 'photos/**/*.jpg'", flag_values=FLAGS,
+                              required=True)
+_OUTPUT = flags.DEFINE_string("output", None, "the .npz to write", flag_values=FLAGS, required=True)
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", DEFAULT_BATCH_SIZE, "images per batch", lower_bound=1,
+                                   flag_values=FLAGS)
+_IMAGE_SIZE = flags.DEFINE_integer("image_size", irv2.IMAGE_SIZE, "square input size (299 gives the 8×8 grid)",
+                                   lower_bound=irv2.MIN_IMAGE_SIZE, flag_values=FLAGS)
+
+
+def main(argv: Sequence[str]) -> None:
+  """argv as `app.run` passes it: the program name, then the flags."""
+  cli.parse(FLAGS, argv, __doc__)
+  paths = sorted(glob.glob(_IMAGES.value, recursive=True))
   if not paths:
-    parser.error(f"no files match --images={args.images!r}")
-  metadata = irv2.read_metadata(args.weights)
+    cli.fail(f"no files match --images={_IMAGES.value!r}")
+  try:
+    metadata = irv2.read_metadata(_WEIGHTS.value)
+  except FileNotFoundError as error:
+    cli.fail(str(error))
   model = irv2.InceptionResNetV2(num_classes=metadata["num_classes"])
-  variables = irv2.load_converted(args.weights)
+  variables = irv2.load_converted(_WEIGHTS.value)
   start = time.perf_counter()
-  features = extract(paths, model, variables, args.image_size, args.batch_size, progress=True)
+  features = extract(paths, model, variables, _IMAGE_SIZE.value, _BATCH_SIZE.value, progress=True)
   seconds = time.perf_counter() - start
-  np.savez(args.output, **features.arrays())
+  np.savez(_OUTPUT.value, **features.arrays())
   print(f"{len(features.names)} images in {seconds:.1f}s ({len(features.names) / max(seconds, 1e-9):.1f} images/s, "
-        f"compilation included); {len(features.skipped)} skipped; wrote {args.output}", file=sys.stderr)
-  return features
+        f"compilation included); {len(features.skipped)} skipped; wrote {_OUTPUT.value}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-  main()
+  cli.run(main)

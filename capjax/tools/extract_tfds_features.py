@@ -1,8 +1,8 @@
 r"""Inception-ResNet-v2 features for a whole TFDS dataset, written as a TFDS dataset that training reads instead
 of pixels (the paper trains on frozen features: running the CNN every step is most of the cost).
 
-  python -m capjax.tools.extract_tfds_features --dataset=cc3m --weights=DIR [--data_dir=DIR] \
-      [--splits=train,validation,test] [--dtype=float16] [--batch_size=64] [--examples_per_shard=4096]
+usage: python -m capjax.tools.extract_tfds_features --dataset=cc3m --weights=DIR [--data_dir=DIR] \
+           [--splits=train,validation,test] [--dtype=float16] [--batch_size=64] [--examples_per_shard=4096]
 
 The output is the dataset `{dataset}_{variant}` (default variant `irv2`, e.g. `cc3m_irv2`) with the source's builder
 config and version, beside the source in `--data_dir` (or in `--output_data_dir`). Each record holds the source's
@@ -20,7 +20,6 @@ local devices. A record whose image cannot be decoded is skipped, reported and c
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import dataclasses
 import hashlib
@@ -36,26 +35,19 @@ import jax
 import ml_collections
 import numpy as np
 import tqdm
-from absl import logging
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
+from absl import flags, logging
 
-from capjax.data import preprocess
+from capjax import cli, distributed
+from capjax.data import preprocess, sources
+from capjax.features import DEFAULT_VARIANT, FEATURE_KEYS, Encoder, grid_shape, variant_name
 from capjax.models import inception_resnet_v2 as irv2
 
-DEFAULT_VARIANT = "irv2"
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_EXAMPLES_PER_SHARD = 4096
 MANIFEST = "extraction.json"
 SKIPPED = "skipped.json"
 SHARD_INFO_DIR = "shard_info"   # one JSON per finished shard: its length and skipped records
-FEATURE_KEYS = ("grid", "pooled")
 READ_WORKERS = 8
-
-
-def variant_name(dataset: str, variant: str = DEFAULT_VARIANT) -> str:
-  """The TFDS name of `dataset`'s feature variant, e.g. cc3m -> cc3m_irv2."""
-  return f"{dataset}_{variant}"
 
 
 class SettingsError(ValueError):
@@ -99,27 +91,6 @@ def output_features(source_features, image_key: str, grid_shape: tuple[int, ...]
                                      doc="Spatial mean of the grid (the model's global average pool)."),
       "source_index": tfds.features.Scalar(np.int64, doc="Index of the record in the source split."),
   })
-
-
-class Encoder:
-  """uint8 (B, S, S, 3) images -> {"grid", "pooled"} in `dtype`, the batch split over `devices`."""
-
-  def __init__(self, variables: Any, devices: Sequence[jax.Device], dtype: str):
-    self.mesh = Mesh(np.asarray(devices), ("data",))
-    replicated = NamedSharding(self.mesh, P())
-    self.batch_sharding = NamedSharding(self.mesh, P("data"))
-    model = irv2.InceptionResNetV2(num_classes=None)
-    headless = {k: v for k, v in variables["params"].items() if k != irv2.HEAD_NAME}
-    self.variables = jax.device_put({"params": headless, "batch_stats": variables["batch_stats"]}, replicated)
-
-    def encode(variables, images):
-      out = model.apply(variables, irv2.preprocess(images))
-      return {k: out[k].astype(dtype) for k in FEATURE_KEYS}
-    self._encode = jax.jit(encode, in_shardings=(replicated, self.batch_sharding),
-                           out_shardings=self.batch_sharding)
-
-  def __call__(self, images: np.ndarray) -> dict[str, jax.Array]:
-    return self._encode(self.variables, images)
 
 
 @dataclasses.dataclass
@@ -240,6 +211,8 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
   """
   from tensorflow_datasets.core import naming  # noqa: PLC0415
 
+  if not variant:
+    raise SettingsError("the variant names the output {dataset}_{variant}: give a non-empty --variant")
   if image_size < irv2.MIN_IMAGE_SIZE:
     raise SettingsError(f"image_size must be at least {irv2.MIN_IMAGE_SIZE}, got {image_size}")
   if np.dtype(dtype) not in (np.float16, np.float32):
@@ -269,7 +242,7 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
       image_key=image_key, examples_per_shard=examples_per_shard)
   if jax.process_index() == 0:
     _check_manifest(out_dir, settings)
-  _sync("capjax_features_manifest")
+  distributed.sync("capjax_features_manifest")
   if jax.process_index() != 0:
     _check_manifest(out_dir, settings)
 
@@ -298,7 +271,7 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
         writer.result = encode_shard(source, start, stop, encoder, image_key, image_size, batch_size,
                                      features.serialize_example, dropped, writer.write, bar.update)
     bar.close()
-  _sync("capjax_features_written")
+  distributed.sync("capjax_features_written")
   if jax.process_index() == 0:
     complete = [s for s in info.splits if all(p.exists() for p in shard_paths(
         template.replace(split=s), len(shard_ranges(info.splits[s].num_examples, examples_per_shard))))]
@@ -307,16 +280,8 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
                     "the shard files and %s/ there, then run the same command again to write the metadata",
                     split, out_dir, SHARD_INFO_DIR)
     _write_metadata(out_dir, name, config, source_builder, features, complete, template, info_dir, settings)
-  _sync("capjax_features_metadata")
+  distributed.sync("capjax_features_metadata")
   return out_dir
-
-
-def grid_shape(image_size: int) -> tuple[int, int, int]:
-  """(h, w, 1536) of the grid at `image_size` pixels: (8, 8, 1536) at 299."""
-  model = irv2.InceptionResNetV2(num_classes=None)
-  images = jax.ShapeDtypeStruct((1, image_size, image_size, 3), np.float32)
-  outputs, _ = jax.eval_shape(model.init_with_output, jax.random.key(0), images)
-  return tuple(outputs["grid"].shape[1:])
 
 
 def shard_paths(template, num_shards: int) -> list[pathlib.Path]:
@@ -382,55 +347,54 @@ def _write_metadata(out_dir, name, config, source_builder, features, splits, tem
   (out_dir / SKIPPED).write_text(json.dumps(skipped, indent=1) + "\n")
 
 
-def _sync(name: str) -> None:
-  if jax.process_count() > 1:
-    from jax.experimental import multihost_utils  # noqa: PLC0415
-    multihost_utils.sync_global_devices(name)
+FLAGS = flags.FlagValues()
+_DATASET = flags.DEFINE_string("dataset", None, "source TFDS dataset, with its config: cc3m, synthetic_scenes/tiny",
+                               flag_values=FLAGS, required=True)
+_WEIGHTS = flags.DEFINE_string("weights", None, "directory written by capjax.tools.convert_weights",
+                               flag_values=FLAGS, required=True)
+_DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data dir of the source ('' -> $TFDS_DATA_DIR or "
+                                "~/tensorflow_datasets)", flag_values=FLAGS)
+_OUTPUT_DATA_DIR = flags.DEFINE_string("output_data_dir", "", "where the variant goes ('' -> --data_dir)",
+                                       flag_values=FLAGS)
+_VARIANT = flags.DEFINE_string("variant", DEFAULT_VARIANT, "suffix of the output name: {dataset}_{variant}",
+                               flag_values=FLAGS)
+_SPLITS = flags.DEFINE_list("splits", [], "comma-separated splits (none: all)", flag_values=FLAGS)
+_IMAGE_SIZE = flags.DEFINE_integer("image_size", irv2.IMAGE_SIZE, "299 gives the 8x8 grid", flag_values=FLAGS)
+_DTYPE = flags.DEFINE_enum("dtype", "float16", ["float16", "float32"], "storage type of grid and pooled (float16 "
+                           "halves the disk: 196 KB per 8x8 grid)", flag_values=FLAGS)
+_IMAGE_KEY = flags.DEFINE_string("image_key", "image", "the source feature holding the picture", flag_values=FLAGS)
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", DEFAULT_BATCH_SIZE, "per process, over its devices",
+                                   lower_bound=1, flag_values=FLAGS)
+_EXAMPLES_PER_SHARD = flags.DEFINE_integer("examples_per_shard", DEFAULT_EXAMPLES_PER_SHARD,
+                                           "the unit of resumption and of the output files", flag_values=FLAGS)
+_DISTRIBUTED = flags.DEFINE_enum("distributed", "auto", list(distributed.MODES),
+                                 "jax.distributed.initialize(), as capjax.main", flag_values=FLAGS)
 
 
-def main(argv: Sequence[str] | None = None) -> pathlib.Path:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--dataset", required=True, help="source TFDS dataset, with its config: cc3m, synthetic_scenes/tiny")
-  parser.add_argument("--weights", required=True, help="directory written by capjax.tools.convert_weights")
-  parser.add_argument("--data_dir", default="", help="TFDS data dir of the source ('' -> $TFDS_DATA_DIR or "
-                      "~/tensorflow_datasets)")
-  parser.add_argument("--output_data_dir", default="", help="where the variant goes ('' -> --data_dir)")
-  parser.add_argument("--variant", default=DEFAULT_VARIANT, help="suffix of the output name: {dataset}_{variant}")
-  parser.add_argument("--splits", default="", help="comma-separated splits ('' -> all)")
-  parser.add_argument("--image_size", type=int, default=irv2.IMAGE_SIZE, help="299 gives the 8x8 grid")
-  parser.add_argument("--dtype", default="float16", choices=["float16", "float32"],
-                      help="storage type of grid and pooled (float16 halves the disk: 196 KB per 8x8 grid)")
-  parser.add_argument("--image_key", default="image", help="the source feature holding the picture")
-  parser.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE, help="per process, over its devices")
-  parser.add_argument("--examples_per_shard", type=int, default=DEFAULT_EXAMPLES_PER_SHARD,
-                      help="the unit of resumption and of the output files")
-  parser.add_argument("--distributed", default="auto", choices=["auto", "on", "off"],
-                      help="jax.distributed.initialize(), as capjax.main")
-  args = parser.parse_args(argv)
-  from capjax.data import pipeline  # noqa: PLC0415
-  from capjax.main import maybe_initialize_distributed  # noqa: PLC0415
-  maybe_initialize_distributed(args.distributed)
-  name, _, config = args.dataset.partition("/")
+def main(argv: Sequence[str]) -> None:
+  """argv as `app.run` passes it: the program name, then the flags."""
+  cli.parse(FLAGS, argv, __doc__)
+  distributed.maybe_initialize(_DISTRIBUTED.value)
+  name, _, config = _DATASET.value.partition("/")
   dataset = ml_collections.ConfigDict(
-      {"name": name, "builder_config": config, "data_dir": args.data_dir, "auto_build": False, "features": ""})
+      {"name": name, "builder_config": config, "data_dir": _DATA_DIR.value, "auto_build": False, "features": ""})
   start = time.perf_counter()
   try:  # a source that is not built, unconverted weights, or settings that do not fit: exit 2 with what to do
-    source = pipeline.prepare(dataset)
-    irv2.read_metadata(args.weights)
+    source = sources.prepare(dataset)
+    irv2.read_metadata(_WEIGHTS.value)
     out_dir = extract_dataset(
-        source, args.weights, args.output_data_dir or pipeline.default_data_dir(dataset), args.variant,
-        [s for s in args.splits.split(",") if s] or None, args.image_size, args.dtype, args.image_key,
-        args.batch_size, args.examples_per_shard)
-  except (pipeline.DatasetNotBuiltError, FileNotFoundError, SettingsError) as error:
-    parser.exit(2, f"error: {error}\n")
+        source, _WEIGHTS.value, _OUTPUT_DATA_DIR.value or sources.default_data_dir(dataset), _VARIANT.value,
+        _SPLITS.value or None, _IMAGE_SIZE.value, _DTYPE.value, _IMAGE_KEY.value, _BATCH_SIZE.value,
+        _EXAMPLES_PER_SHARD.value)
+  except (sources.DatasetNotBuiltError, FileNotFoundError, SettingsError) as error:
+    cli.fail(str(error))
   seconds = time.perf_counter() - start
   if jax.process_index() == 0:
     skipped = json.loads((out_dir / SKIPPED).read_text())
     print(f"wrote {out_dir} in {seconds:.0f}s; skipped (unreadable): "
           + ", ".join(f"{s} {len(v)}" for s, v in skipped.items()))
-    print(f"train on it with --config.dataset.features={args.variant}")
-  return out_dir
+    print(f"train on it with --config.dataset.features={_VARIANT.value}")
 
 
 if __name__ == "__main__":
-  main()
+  cli.run(main)

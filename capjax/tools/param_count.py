@@ -1,36 +1,33 @@
-"""Prints the parameter counts of configured models, measured from their shapes and by the analytic formula.
+r"""Prints the parameter counts of configured models, measured from their shapes and by the analytic formula.
 
-`python -m capjax.tools.param_count --config=configs/t2t.py:8x8 --config=configs/rnn.py:1x1 [--vocab_size=N]`
+usage: python -m capjax.tools.param_count --config=configs/t2t.py:8x8 [--config=configs/rnn.py:1x1 ...] \
+           [--vocab_size=N]
+Exit status 1 when a measured count differs from the analytic one.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import os
 from collections.abc import Sequence
 
 import jax
 import numpy as np
+from absl import flags
 
-from capjax import models
+from capjax import cli, config_util, models
+from capjax.data import sources
 from capjax.models import rnn, t2t
 
-
-def load_config(spec: str):
-  """`path.py[:arg]` -> the ConfigDict its get_config(arg) returns."""
-  path, _, arg = spec.partition(":")
-  module_spec = importlib.util.spec_from_file_location(f"config_{os.path.basename(path)[:-3]}", path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  return module.get_config(arg or None)
+FLAGS = flags.FlagValues()
+_CONFIGS = flags.DEFINE_multi_string("config", None, "config file[:variants]; repeatable", flag_values=FLAGS,
+                                     required=True)
+_VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 10_000, "caption vocabulary incl. specials", lower_bound=1,
+                                   flag_values=FLAGS)
 
 
 def counts(config, vocab_size: int) -> dict[str, int]:
   """{'measured', 'analytic', 'image_encoder'}: parameters outside the image encoder, and its own."""
   model = models.build(config, vocab_size)
-  images = np.zeros((1, *config.dataset.feature_shape), np.float32) if config.model.encoder.name == "features" \
-      else np.zeros((1, config.dataset.image_size, config.dataset.image_size, 3), np.uint8)
+  images = sources.input_spec(config).zeros(1)
   tokens = np.zeros((1, config.max_caption_tokens + 1), np.int32)
   shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), images, tokens))["params"]
   sizes = {k: sum(int(np.prod(x.shape)) for x in jax.tree.leaves(v)) for k, v in shapes.items()}
@@ -44,19 +41,23 @@ def counts(config, vocab_size: int) -> dict[str, int]:
   return {"measured": sum(sizes.values()), "analytic": analytic, "image_encoder": encoder}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--config", action="append", required=True, help="config file[:variants]; repeatable")
-  parser.add_argument("--vocab_size", type=int, default=10_000, help="caption vocabulary incl. specials")
-  args = parser.parse_args(argv)
+def main(argv: Sequence[str]) -> int:
+  """argv as `app.run` passes it: the program name, then the flags."""
+  cli.parse(FLAGS, argv, __doc__)
+  configs = {}
+  for spec in _CONFIGS.value:
+    try:
+      configs[spec] = config_util.load(spec)
+    except (FileNotFoundError, ValueError) as error:
+      cli.fail(f"--config={spec}: {error}")
   print(f"{'config':<28} {'params (measured)':>18} {'analytic':>12} {'image encoder':>14}")
   ok = True
-  for spec in args.config:
-    c = counts(load_config(spec), args.vocab_size)
+  for spec, config in configs.items():
+    c = counts(config, _VOCAB_SIZE.value)
     ok &= c["measured"] == c["analytic"]
     print(f"{spec:<28} {c['measured']:>18,} {c['analytic']:>12,} {c['image_encoder']:>14,}")
   return 0 if ok else 1
 
 
 if __name__ == "__main__":
-  raise SystemExit(main())
+  cli.run(main)

@@ -1,0 +1,157 @@
+"""Where records come from: the TFDS builders capjax knows, building embedded datasets on first use, the
+ArrayRecord `data_source` of a split (pixels or a feature variant), and the error that says how to build what is
+missing. Also the one resolution of a config into what the model reads from each record (`input_spec`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+from absl import logging
+
+from capjax import distributed
+from capjax.config_util import ConfigError
+from capjax.features import variant_name
+
+# Datasets whose builders live in this repository: name -> (module to import, how to build it).
+KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
+    "synthetic_scenes": (
+        "tfds_builders.synthetic_scenes",
+        "nothing to download: it is built automatically on first use, or by "
+        "`python -m capjax.data.build --dataset=synthetic_scenes`"),
+    "cc3m": (
+        "tfds_builders.cc3m",
+        "download the Conceptual Captions TSVs and images (see tfds_builders/cc3m/README.md), then run "
+        "`python -m capjax.data.build --dataset=cc3m --manual_dir=DIR --data_dir=DATA_DIR`"),
+}
+
+
+class DatasetNotBuiltError(RuntimeError):
+  """The dataset (or its feature variant) is not in the data dir; the message gives the commands that make it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+  """What the model reads from each record, resolved once from the config."""
+
+  key: str                # the record field: "image" (pixels) or the feature variant's "grid" | "pooled"
+  shape: tuple[int, ...]  # of one example
+  dtype: str              # what the model is built for: uint8 pixels, float32 features
+
+  def zeros(self, batch: int) -> np.ndarray:
+    """A batch of blank inputs, for initialising and tracing the model."""
+    return np.zeros((batch, *self.shape), self.dtype)
+
+
+def input_spec(config: ml_collections.ConfigDict) -> InputSpec:
+  """Pixels for the pixel encoders ('conv', 'irv2'), a feature variant's `feature_key` for the 'features'
+  encoder; a config that mixes them is an error before any work starts."""
+  d, encoder = config.dataset, config.model.encoder.name
+  if (encoder == "features") != bool(d.get("features")):
+    raise ConfigError(
+        f"model.encoder.name={encoder!r} with dataset.features={d.get('features')!r}: the 'features' encoder "
+        "reads pre-extracted features (set --config.dataset.features=irv2, written by `python -m "
+        "capjax.tools.extract_tfds_features`), the pixel encoders ('conv', 'irv2') need dataset.features=''")
+  if encoder != "features":
+    return InputSpec("image", (d.image_size, d.image_size, 3), "uint8")
+  if d.feature_key not in ("grid", "pooled"):
+    raise ConfigError(f"dataset.feature_key={d.feature_key!r}: use 'grid' (h x w x 1536) or 'pooled' (1536)")
+  shape = tuple(d.feature_shape) if d.feature_key == "grid" else tuple(d.feature_shape[-1:])
+  return InputSpec(d.feature_key, shape, "float32")
+
+
+def default_data_dir(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
+  return os.path.expanduser(config["data_dir"] or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
+
+
+def _with_config(name: str, config: ml_collections.ConfigDict) -> str:
+  """`name/builder_config`, or `name` when the config names no builder config."""
+  return name + (f"/{config.builder_config}" if config.get("builder_config") else "")
+
+
+def _builder(config: ml_collections.ConfigDict):
+  """The TFDS builder for `config` (dataset.name, data_dir, builder_config, features)."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415 (it loads TensorFlow: only when a dataset is opened)
+  if config.get("features"):
+    return _variant_builder(config)
+  name = config.name
+  module, how = KNOWN_BUILDERS.get(
+      name, (None, f"`python -m capjax.data.build --dataset={name} --data_dir={default_data_dir(config)}`"))
+  if module is not None:
+    try:
+      importlib.import_module(module)
+    except ModuleNotFoundError as e:
+      if e.name and module.startswith(e.name):
+        raise DatasetNotBuiltError(
+            f"dataset {name!r} is not built in {default_data_dir(config)} and its builder ({module}) is not "
+            f"part of this checkout yet. To build it: {how}.") from e
+      raise
+  full_name = _with_config(name, config)
+  return tfds.builder(full_name, data_dir=default_data_dir(config)), how
+
+
+def _variant_builder(config: ml_collections.ConfigDict):
+  """The feature variant written by capjax.tools.extract_tfds_features (read from its files: no builder code)."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  source = _with_config(config.name, config)
+  name = _with_config(variant_name(config.name, config.features), config)
+  _, build = KNOWN_BUILDERS.get(
+      config.name, (None, f"`python -m capjax.data.build --dataset={source} --data_dir={default_data_dir(config)}`"))
+  how = (f"(1) build {source} if it is not built: {build}; (2) convert Inception-ResNet-v2 weights "
+         f"(`python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=WEIGHTS_DIR`); "
+         f"(3) run `python -m capjax.tools.extract_tfds_features "
+         f"--dataset={source} --weights=WEIGHTS_DIR --variant={config.features} "
+         f"--data_dir={default_data_dir(config)}`")
+  try:
+    return tfds.builder(name, data_dir=default_data_dir(config)), how
+  except tfds.core.registered.DatasetNotFoundError as e:
+    raise DatasetNotBuiltError(
+        f"the feature variant {name!r} is not in {default_data_dir(config)}. To write it: {how}.") from e
+
+
+def prepare(config: ml_collections.ConfigDict):
+  """The dataset's builder, after building it if it is embedded (no download) and missing; otherwise it
+  checks that the dataset exists."""
+  builder, how = _builder(config)
+  info_path = os.path.join(builder.data_dir, "dataset_info.json")
+  if os.path.exists(info_path):
+    fmt = builder.info.file_format
+    if fmt is not None and "array_record" not in str(fmt).lower():
+      raise DatasetNotBuiltError(
+          f"dataset {builder.name} in {builder.data_dir} was built as {fmt}; tfds.data_source needs "
+          f"ArrayRecord: rebuild with --file_format=array_record.")
+    return builder
+  if not config.get("auto_build", False) or config.get("features"):
+    raise DatasetNotBuiltError(f"dataset {builder.name!r} is not built in {builder.data_dir}. To build it: {how}.")
+  if jax.process_index() == 0:
+    logging.info("Building %s into %s (first use).", builder.name, builder.data_dir)
+    builder.download_and_prepare(file_format="array_record")
+  distributed.sync("capjax_dataset_built")
+  return builder
+
+
+def data_source(config: ml_collections.ConfigDict, split: str):
+  """The ArrayRecord random-access source of `split` (building embedded datasets on first use)."""
+  builder = prepare(config)
+  if split not in builder.info.splits:
+    raise ValueError(f"split {split!r} not in {builder.name}: has {sorted(builder.info.splits)}")
+  return builder.as_data_source(split=split)
+
+
+def pixel_source(config: ml_collections.ConfigDict, split: str):
+  """The pixels behind a feature variant's split (records' `source_index` index it), or None when that
+  dataset is not built here."""
+  pixels = ml_collections.ConfigDict(dict(config))
+  pixels.features = ""
+  pixels.auto_build = False
+  try:
+    return data_source(pixels, split)
+  except (DatasetNotBuiltError, ValueError) as e:
+    logging.warning("no pictures for the gallery: %s", e)
+    return None

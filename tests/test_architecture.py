@@ -1,0 +1,193 @@
+"""Imports point one way: every module of capjax/, configs/ and tfds_builders/ sits in the layer ARCHITECTURE.md
+gives it, imports nothing above that layer, takes part in no import cycle, and nothing imports capjax.main (nor,
+outside the tools, capjax.tools)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+import shutil
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("capjax", "configs", "tfds_builders")  # the trees that are parsed; imports of anything else are ignored
+NEVER_IMPORTED = "capjax.main"
+TOOLS = "capjax.tools"
+
+
+def layer_table(markdown: str) -> dict[str, int]:
+  """{module prefix: layer} from the `| layer | name | modules (prefixes) |` table of ARCHITECTURE.md."""
+  table: dict[str, int] = {}
+  for line in markdown.splitlines():
+    row = re.fullmatch(r"\|\s*(\d+)\s*\|[^|]*\|(.*)\|\s*", line)
+    if row:
+      for prefix in re.findall(r"`([\w.]+)`", row.group(2)):
+        table[prefix] = int(row.group(1))
+  return table
+
+
+def layer_of(module: str, table: Mapping[str, int]) -> int | None:
+  """The layer of the longest prefix of `module` in `table`. The root package `capjax` names its `__init__` only,
+  so a new top-level module has no layer until it gets a row."""
+  parts = module.split(".")
+  for n in range(len(parts), 0, -1):
+    prefix = ".".join(parts[:n])
+    if prefix in table and (prefix != "capjax" or module == "capjax"):
+      return table[prefix]
+  return None
+
+
+def module_files(root: pathlib.Path) -> dict[str, pathlib.Path]:
+  """{dotted module name: file} for every .py file of the parsed packages under `root`."""
+  modules = {}
+  for package in PACKAGES:
+    for path in sorted((root / package).rglob("*.py")):
+      parts = path.relative_to(root).with_suffix("").parts
+      modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+  return modules
+
+
+def imported(path: pathlib.Path, module: str, known: Mapping[str, pathlib.Path]) -> Iterator[tuple[str, int]]:
+  """(imported module, line) for every import in the file, function-level ones included: a lazy import is still a
+  dependency. `from a import b` names the module `a.b` when that is a module, else `a`."""
+  package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        yield alias.name, node.lineno
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:  # relative: resolved against this module's package
+        anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+      for alias in node.names:
+        name = f"{base}.{alias.name}"
+        yield (name if name in known else base), node.lineno
+
+
+def dependencies(root: pathlib.Path) -> dict[str, list[tuple[str, int]]]:
+  """{module: [(imported module inside the parsed packages, line)]}."""
+  known = module_files(root)
+  graph = {}
+  for module, path in known.items():
+    graph[module] = [(target, line) for target, line in imported(path, module, known)
+                     if target.split(".")[0] in PACKAGES]
+  return graph
+
+
+def cycles(graph: Mapping[str, list[tuple[str, int]]]) -> list[list[str]]:
+  """The strongly connected components of more than one module (Tarjan), each sorted."""
+  index: dict[str, int] = {}
+  low: dict[str, int] = {}
+  stack: list[str] = []
+  on_stack: set[str] = set()
+  found: list[list[str]] = []
+
+  def visit(node: str) -> None:
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for target, _ in graph.get(node, []):
+      if target not in graph or target == node:
+        continue
+      if target not in index:
+        visit(target)
+        low[node] = min(low[node], low[target])
+      elif target in on_stack:
+        low[node] = min(low[node], index[target])
+    if low[node] == index[node]:
+      component = []
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.append(member)
+        if member == node:
+          break
+      if len(component) > 1:
+        found.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return found
+
+
+def violations(root: pathlib.Path, table: Mapping[str, int]) -> list[str]:
+  """Every breach of the rules, one line each (empty when the tree is clean)."""
+  graph = dependencies(root)
+  problems = []
+  for module in sorted(graph):
+    layer = layer_of(module, table)
+    if layer is None:
+      problems.append(f"{module} has no layer: add its prefix to the layer table in ARCHITECTURE.md")
+      continue
+    for target, line in graph[module]:
+      where = f"{module} (line {line}) imports {target}"
+      if target == NEVER_IMPORTED or target.startswith(NEVER_IMPORTED + "."):
+        problems.append(f"{where}: nothing imports the entry point")
+      elif target.startswith(TOOLS + ".") and not module.startswith(TOOLS + "."):
+        problems.append(f"{where}: the tools import the library, never the reverse")
+      elif (target_layer := layer_of(target, table)) is not None and target_layer > layer:
+        problems.append(f"{where}: an upward import, layer {layer} -> {target_layer}")
+  problems += [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
+  return problems
+
+
+@pytest.fixture(scope="module")
+def table() -> dict[str, int]:
+  return layer_table((REPO / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+
+
+def test_the_layer_table_names_every_layer_and_the_anticipated_packages(table):
+  assert sorted(set(table.values())) == [0, 1, 2, 3, 4, 5]
+  assert layer_of("capjax.strings", table) == 0 and layer_of("capjax.tokens", table) == 1
+  for module in ("capjax.scenes.grammar", "capjax.image.io", "capjax.image.labels"):
+    assert layer_of(module, table) == 1, module
+  for module in ("capjax.metrics.ngrams", "capjax.metrics.java", "capjax.models.captioner", "capjax.data.sources"):
+    assert layer_of(module, table) == 2, module
+  assert layer_of("tfds_builders.cc3m.cc3m_dataset_builder", table) == 5
+  assert layer_of("capjax.newmodule", table) is None  # a new top-level module needs its own row
+
+
+def test_imports_point_down_without_cycles(table):
+  assert violations(REPO, table) == []
+
+
+def _copy(tmp_path: pathlib.Path) -> pathlib.Path:
+  """The parsed packages copied to a temporary tree (the real one is never touched)."""
+  for package in PACKAGES:
+    shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+  return tmp_path
+
+
+def _plant(path: pathlib.Path, statement: str) -> int:
+  """Appends a function whose body is the import `statement`; returns that statement's line."""
+  text = path.read_text(encoding="utf-8") + f"\n\ndef planted():\n  {statement}\n"
+  path.write_text(text, encoding="utf-8")
+  return len(text.splitlines())
+
+
+def test_a_planted_upward_import_fails(table, tmp_path):
+  root = _copy(tmp_path)
+  line = _plant(root / "capjax" / "strings.py", "from capjax import train")
+  found = violations(root, table)
+  assert found[0] == f"capjax.strings (line {line}) imports capjax.train: an upward import, layer 0 -> 4"
+  assert all(v.startswith("import cycle: ") for v in found[1:])  # train reaches strings: a cycle too
+
+
+@pytest.mark.parametrize(("where", "statement", "expected"), [
+    ("capjax/data/preprocess.py", "from capjax.data import pipeline",  # pipeline imports preprocess
+     "import cycle: capjax.data.pipeline -> capjax.data.preprocess"),
+    ("capjax/tools/param_count.py", "import capjax.main",
+     "capjax.tools.param_count (line {line}) imports capjax.main: nothing imports the entry point"),
+    ("configs/t2t.py", "from capjax.tools import convert_weights",
+     "configs.t2t (line {line}) imports capjax.tools.convert_weights: the tools import the library, never the "
+     "reverse"),
+])
+def test_a_planted_cycle_or_import_of_a_command_fails(table, tmp_path, where, statement, expected):
+  root = _copy(tmp_path)
+  line = _plant(root / where, statement)
+  assert violations(root, table) == [expected.format(line=line)]

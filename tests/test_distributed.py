@@ -1,0 +1,43 @@
+"""capjax.distributed: jax.distributed starts only when asked or when a cluster is detected; `sync` is a no-op in
+one process. (The multi-process path runs in launch/multiprocess_cpu.sh.)"""
+
+import jax
+import pytest
+
+from capjax import distributed
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+  for name in distributed.CLUSTER_ENV:
+    monkeypatch.delenv(name, raising=False)
+
+
+def test_a_cluster_is_detected_from_its_environment(no_cluster, monkeypatch):
+  assert not distributed.cluster_detected()
+  monkeypatch.setenv("SLURM_JOB_ID", "123")
+  assert distributed.cluster_detected()
+
+
+def test_auto_and_off_stay_single_process_without_a_cluster(no_cluster, monkeypatch):
+  calls = []
+  monkeypatch.setattr(jax.distributed, "initialize", lambda *a, **k: calls.append((a, k)))
+  monkeypatch.setattr(jax.config, "update", lambda *a: calls.append(a))  # the CPU collectives switch
+  distributed.maybe_initialize("auto")
+  distributed.maybe_initialize("off")
+  assert calls == []
+  monkeypatch.setenv("SLURM_JOB_ID", "123")
+  distributed.maybe_initialize("off")
+  assert calls == []
+  distributed.maybe_initialize("auto")
+  assert calls[-1] == ((), {})  # jax.distributed.initialize() reads the cluster's own environment
+
+
+def test_an_unknown_mode_is_an_error():
+  with pytest.raises(ValueError, match="distributed mode 'maybe'"):
+    distributed.maybe_initialize("maybe")
+
+
+def test_sync_in_one_process_returns_at_once():
+  assert jax.process_count() == 1
+  distributed.sync("capjax_test")
