@@ -204,7 +204,7 @@ def test_tar_members_are_streamed_never_extracted_nor_followed(tmp_path):
   assert report["validation"]["unsafe_member"] == 1
 
 
-def test_url_index_holds_about_24_bytes_a_row(tmp_path):
+def test_url_index_holds_20_bytes_a_row(tmp_path):
   rows = [[f"caption {i}", dummy.url(i)] for i in range(10_000)]
   dummy.write_tsv(tmp_path / "rows.tsv", rows)
   index = i2d.TsvIndex(os.fspath(tmp_path / "rows.tsv"), labeled=False)
