@@ -25,7 +25,11 @@ from tfds_builders.cc3m import make_dummy_data as dummy
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DUMMY = REPO / "tfds_builders" / "cc3m" / "dummy_data"
 
-# What dummy_data/ holds (make_dummy_data.write_dummy), counted by hand.
+# What dummy_data/ holds (make_dummy_data.write_dummy), counted by hand. Train: a failed-download row
+# (missing_image), a truncated JPEG and a PNG saved as .jpg (corrupt_image: truncated, not_jpeg), a row with an
+# extra tab (malformed_row), a url on two rows (duplicate_url) downloaded twice (duplicate_image), an image whose
+# url is in no row, a shard without its parquet, and a tar whose last member is cut (truncated_shard; that
+# member's row is corrupt_image: truncated). Validation: the files layout, one failed download.
 TRAIN_REPORT = {
     "tsv_rows": 12, "examples": 6, "missing_image": 1, "corrupt_image": 3, "duplicate_url": 1, "malformed_row": 1,
     "image_without_row": 1, "duplicate_image": 1, "unsafe_member": 0, "shards": 4, "shard_without_parquet": 1,

@@ -183,7 +183,8 @@ def list_shards(images_dir: str) -> list[str]:
   for path in sorted(folder.iterdir()):
     if _is_link(path):
       continue
-    if path.name.endswith(".tar") and path.is_file() or path.is_dir():
+    # img2dataset also leaves NNNNN_stats.json files and a _tmp folder beside its shards.
+    if path.name.endswith(".tar") and path.is_file() or path.name.isdigit() and path.is_dir():
       shards.append(os.fspath(path))
   return shards
 

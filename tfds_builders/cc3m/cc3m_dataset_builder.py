@@ -137,6 +137,11 @@ class Builder(tfds.core.GeneratorBasedBuilder):
       counts = json.loads(report_file.read_text()) if report_file.exists() else {}
       self._reports[split] = i2d.report_from_counts(counts, i2d.tsv_index(tsv, self.builder_config.labeled))
       report_file.unlink(missing_ok=True)
+    if self._beam_reports:
+      try:
+        (epath.Path(self._data_dir_root) / ".cc3m_reports").rmdir()
+      except OSError:
+        pass  # another build's reports are still there
     # Set before download_and_prepare writes dataset_info: metadata.json is written with it.
     self.info.metadata["build_report"] = {s: self._reports[s] for s in sorted(self._reports)}
     return result
