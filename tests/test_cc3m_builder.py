@@ -141,6 +141,17 @@ def test_labeled_config_reads_labels_mids_and_confidences(tmp_path):
   assert (report["tsv_rows"], report["examples"], report["malformed_row"], report["missing_image"]) == (5, 3, 1, 1)
 
 
+def test_a_split_without_any_images_is_left_out_and_reported(tmp_path):
+  manual = tmp_path / "manual"
+  dummy.write_clean(manual, num_train=3, num_validation=4)
+  for path in (manual / "images" / "validation").iterdir():
+    path.unlink()
+  builder = _build(manual, tmp_path / "tfds")
+  assert list(builder.info.splits) == ["train"]
+  report = builder.info.metadata["build_report"]["validation"]
+  assert (report["tsv_rows"], report["examples"], report["missing_image"], report["shards"]) == (4, 0, 4, 0)
+
+
 def test_join_ignores_position_and_key_order(tmp_path):
   """Tar members and parquet rows in reverse TSV order, keys unrelated to rows: captions still follow urls."""
   manual = tmp_path / "manual"

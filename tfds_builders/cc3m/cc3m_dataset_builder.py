@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
+from absl import logging
 from etils import epath
 from tensorflow_datasets.core import utils as tfds_utils
 
@@ -159,6 +160,17 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                             f"{_INSTRUCTIONS_POINTER.removeprefix('see ')} says (pass it with --manual_dir)") from e
     files = self._manual_files(manual_dir)
     labeled = self.builder_config.labeled
+    for split, (tsv, images) in list(files.items()):
+      if not i2d.list_shards(images):
+        # TFDS refuses a split with no examples: a split with no images at all is left out of the build, and
+        # its report says every row is missing_image.
+        index = i2d.tsv_index(tsv, labeled)
+        self._reports[split] = i2d.finish_report(i2d.empty_report(index), index)
+        logging.warning("cc3m: no img2dataset shards in %s: the %s split is not built", images, split)
+        del files[split]
+    if not files:
+      raise ManualDataError(f"no img2dataset shards in {manual_dir / IMAGES_DIR}/*/: download the images "
+                            f"({_INSTRUCTIONS_POINTER})")
     if getattr(self, "_use_beam", False):
       reports_dir = epath.Path(self._data_dir_root) / ".cc3m_reports"
       reports_dir.mkdir(parents=True, exist_ok=True)
