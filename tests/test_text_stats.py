@@ -53,7 +53,8 @@ def test_stats_of_a_built_tfds_split_count_every_caption(tmp_path, repo_root):
                                      "tokens_median": 7.0}
   proc = _cli("--dataset=cc3m", "--split=test", f"--data_dir={tmp_path}", cwd=repo_root)
   assert proc.returncode == 2
-  assert proc.stderr.strip().splitlines()[-1] == "error: cc3m has no split 'test' — use one of ['train', 'validation']"
+  expected = "error: cc3m has no split 'test' — use one of ['train', 'validation']"
+  assert proc.stderr.strip().splitlines()[-1] == expected
 
 
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, repo_root):

@@ -14,7 +14,8 @@ from absl import app, flags
 
 from capjax.data import pipeline
 
-_DATASET = flags.DEFINE_string("dataset", "synthetic_scenes", "TFDS name of the dataset to build (NAME or NAME/CONFIG).")
+_DATASET = flags.DEFINE_string("dataset", "synthetic_scenes",
+                                "TFDS name of the dataset to build (NAME or NAME/CONFIG).")
 _CONFIG = flags.DEFINE_string("config", "", "Builder config (e.g. `tiny` for synthetic_scenes).")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data dir ('' -> $TFDS_DATA_DIR or ~/tensorflow_datasets).")
 _MANUAL_DIR = flags.DEFINE_string("manual_dir", "", "Where manually downloaded files are (datasets that need it).")
@@ -25,7 +26,8 @@ def main(argv) -> None:
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   dataset, _, config_name = _DATASET.value.partition("/")
   if config_name and _CONFIG.value and config_name != _CONFIG.value:
-    print(f"error: --dataset={_DATASET.value} and --config={_CONFIG.value} name two configs — give one", file=sys.stderr)
+    print(f"error: --dataset={_DATASET.value} and --config={_CONFIG.value} name two configs — give one",
+          file=sys.stderr)
     sys.exit(2)
   config_name = config_name or _CONFIG.value
   module = pipeline.KNOWN_BUILDERS.get(dataset, (None, ""))[0]
