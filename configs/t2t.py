@@ -25,12 +25,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Data: Conceptual Captions with pre-extracted Inception-ResNet-v2 features.
   c.dataset = ml_collections.ConfigDict()
   c.dataset.name = "cc3m"                 # TFDS name; see capjax.data.sources.KNOWN_BUILDERS
-  c.dataset.builder_config = ""           # TFDS builder config, e.g. a feature variant
+  c.dataset.builder_config = "unlabeled"  # TFDS builder config ("" -> the builder's default). Named, because
+  # the feature variant (cc3m_irv2/unlabeled) is read from its files, which do not record a default config.
   c.dataset.data_dir = ""                 # TFDS data dir ("" -> $TFDS_DATA_DIR or ~/tensorflow_datasets)
   c.dataset.auto_build = False            # build on first use (only for datasets that need no download)
   c.dataset.train_split = "train"
   c.dataset.eval_split = "validation"     # picks the best checkpoint (validation CIDEr-D)
-  c.dataset.test_split = "test"
+  # Released CC3M has train and validation only (the paper's test sets were never released), so the final
+  # score reads validation too: the split the paper's dev-set figures come from. `shapes` has its own test split.
+  c.dataset.test_split = "validation"
   c.dataset.image_size = 299
   # Pre-extracted Inception-ResNet-v2 features: the `cc3m_irv2` variant written by
   # `python -m capjax.tools.extract_tfds_features --dataset=cc3m --weights=DIR` ("" reads pixels).
@@ -108,6 +111,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 def _shapes(c: ml_collections.ConfigDict) -> None:
   """The embedded synthetic scenes and a small model: trains in ~10 minutes on a 2-core CPU."""
   c.dataset.name = "synthetic_scenes"
+  c.dataset.builder_config = ""
+  c.dataset.test_split = "test"
   c.dataset.auto_build = True
   c.dataset.features = ""
   c.dataset.image_size = 64

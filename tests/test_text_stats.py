@@ -32,3 +32,42 @@ def test_column_and_pipeline_output_are_read(tmp_path, capsys):
   jsonl.write_text('{"kept": true, "caption": "a b c"}\n{"kept": false, "caption": null}\n', encoding="utf-8")
   stats.main([str(jsonl)])
   assert json.loads(capsys.readouterr().out)["examples"] == 1
+
+
+def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-m", "capjax.text.stats", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_stats_of_a_built_tfds_split_count_every_caption(tmp_path, repo_root):
+  import tensorflow_datasets as tfds
+
+  import tfds_builders.cc3m  # noqa: F401 (registers the builder)
+
+  manual = repo_root / "tfds_builders" / "cc3m" / "dummy_data"
+  tfds.builder("cc3m", data_dir=tmp_path).download_and_prepare(
+      file_format="array_record", download_config=tfds.download.DownloadConfig(manual_dir=str(manual)))
+  proc = _cli("--dataset=cc3m", "--split=validation", f"--data_dir={tmp_path}", cwd=repo_root)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  # The two downloaded validation rows: "validation caption {0,1} with "quotes" and ünïcödé" (7 tokens each).
+  assert json.loads(proc.stdout) == {"examples": 2, "unique_tokens": 8, "tokens_mean": 7.0, "tokens_std": 0.0,
+                                     "tokens_median": 7.0}
+  proc = _cli("--dataset=cc3m", "--split=test", f"--data_dir={tmp_path}", cwd=repo_root)
+  assert proc.returncode == 2
+  expected = "error: cc3m has no split 'test' — use one of ['train', 'validation']"
+  assert proc.stderr.strip().splitlines()[-1] == expected
+
+
+def test_bad_input_is_one_error_line_and_exit_2(tmp_path, repo_root):
+  cases = [(), (str(tmp_path / "missing.tsv"),), ("--column=x", "a.tsv"), ("a.tsv", "--dataset=cc3m"),
+           ("--dataset=cc3m", f"--data_dir={tmp_path}")]
+  for args in cases:
+    proc = _cli(*args, cwd=repo_root)
+    assert proc.returncode == 2, (args, proc.stderr[-1000:])
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr[-1000:])
+
+
+def test_help_shows_usage(repo_root):
+  proc = _cli("--help", cwd=repo_root)
+  assert proc.returncode == 1  # absl's --help prints the usage and exits 1
+  assert "python -m capjax.text.stats FILE.tsv" in proc.stdout and "--dataset" in proc.stdout

@@ -1,16 +1,33 @@
-"""The paper's caption statistics (examples, unique tokens, tokens per caption: mean, std, median).
+"""The paper's caption statistics (examples, unique tokens, tokens per caption: mean, std, median), as JSON.
 
-`python -m capjax.text.stats FILE.tsv [--column=N]` prints them as JSON; a .jsonl file reads kept "caption"s.
+Usage:
+  python -m capjax.text.stats FILE.tsv [--column=N]      # a TSV (CC3M: caption<TAB>url) or a pipeline .jsonl
+  python -m capjax.text.stats --dataset=cc3m --split=validation [--data_dir=DIR] [--field=captions]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import sys
-from typing import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+from absl import app, flags
+
+_COLUMN = flags.DEFINE_integer("column", 0, "TSV column holding the caption (default 0, as CC3M).")
+_TOKENIZER = flags.DEFINE_enum("tokenizer", "whitespace", ["whitespace", "treebank"],
+                               "whitespace for released captions; treebank for raw alt-texts.")
+_DATASET = flags.DEFINE_string("dataset", "", "A built TFDS dataset, NAME or NAME/CONFIG (e.g. cc3m), instead of FILE.")
+_SPLIT = flags.DEFINE_string("split", "validation", "The split of --dataset to read.")
+_DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data dir of --dataset ('' -> $TFDS_DATA_DIR or "
+                                "~/tensorflow_datasets).")
+_FIELD = flags.DEFINE_string("field", "", "Record field with the captions ('' -> 'captions' when the dataset has "
+                             "it, else 'caption').")
+
+
+class UsageError(ValueError):
+  """Input the user can fix: printed as one `error:` line, exit status 2."""
 
 
 def caption_stats(captions: Iterable[str], tokenize: Callable[[str], Sequence[str]] = str.split) -> dict[str, float]:
@@ -49,23 +66,86 @@ def read_kept_captions(path: str) -> Iterator[str]:
         yield row["caption"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m capjax.text.stats", description=__doc__.splitlines()[0])
-  parser.add_argument("path", help="TSV of captions (CC3M: caption<TAB>url) or a pipeline .jsonl output")
-  parser.add_argument("--column", type=int, default=0, help="TSV column holding the caption (default 0, as CC3M)")
-  parser.add_argument("--tokenizer", choices=("whitespace", "treebank"), default="whitespace",
-                      help="whitespace for released captions; treebank for raw alt-texts")
-  args = parser.parse_args(argv)
-  captions = read_kept_captions(args.path) if args.path.endswith(".jsonl") else read_column(args.path, args.column)
-  if args.tokenizer == "treebank":
-    from capjax.text.annotate import normalize_text, tokenize
+def _text(value) -> str:
+  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
-    stats = caption_stats(captions, lambda c: tokenize(normalize_text(c)))
-  else:
-    stats = caption_stats(captions)
+
+def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "") -> Iterator[str]:
+  """Every caption of a built TFDS dataset's split: each reference of `captions`, or `caption` (pictures and
+  feature arrays are not decoded)."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  data_dir = os.path.expanduser(data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
+  try:
+    builder = tfds.builder(name, data_dir=data_dir)
+    features = builder.info.features
+  except (tfds.core.registered.DatasetNotFoundError, FileNotFoundError, ValueError) as e:
+    raise UsageError(f"no dataset {name!r} is built in {data_dir} — build it first (`python -m "
+                     f"capjax.data.build --dataset={name} --data_dir={data_dir}`) or pass --data_dir "
+                     f"({str(e).strip().splitlines()[0]})") from e
+  if split not in builder.info.splits:
+    raise UsageError(f"{name} has no split {split!r} — use one of {sorted(builder.info.splits)}")
+  field = field or ("captions" if "captions" in features else "caption")
+  if field not in features:
+    raise UsageError(f"{name} has no field {field!r} — use --field with one of {sorted(features)}")
+  skip = {k: tfds.decode.SkipDecoding() for k, f in features.items()
+          if k != field and isinstance(f, tfds.features.Image)}
+  source = builder.as_data_source(split=split, decoders=skip or None)
+  for i in range(len(source)):
+    value = source[i][field]
+    if isinstance(value, (list, tuple, np.ndarray)):
+      yield from (_text(v) for v in value)
+    else:
+      yield _text(value)
+
+
+def _captions(paths: Sequence[str]) -> Iterator[str]:
+  if _DATASET.value:
+    if paths:
+      raise UsageError(f"give a FILE or --dataset, not both (got {paths[0]} and --dataset={_DATASET.value})")
+    return read_dataset_captions(_DATASET.value, _SPLIT.value, _DATA_DIR.value, _FIELD.value)
+  if len(paths) != 1:
+    raise UsageError("give one FILE.tsv / FILE.jsonl, or --dataset=NAME --split=SPLIT — see --help")
+  if not os.path.isfile(paths[0]):
+    raise UsageError(f"{paths[0]} does not exist — give the path of a caption TSV or pipeline .jsonl")
+  return read_kept_captions(paths[0]) if paths[0].endswith(".jsonl") else read_column(paths[0], _COLUMN.value)
+
+
+def run(paths: Sequence[str]) -> int:
+  """Prints the statistics for the parsed flags and positional `paths`; 2 after an `error:` line."""
+  try:
+    captions = _captions(paths)
+    if _TOKENIZER.value == "treebank":
+      from capjax.text.annotate import normalize_text, tokenize  # pylint: disable=g-import-not-at-top
+      stats = caption_stats(captions, lambda c: tokenize(normalize_text(c)))
+    else:
+      stats = caption_stats(captions)
+  except UsageError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   print(json.dumps(stats))
   return 0
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+  """Parses `argv` (without the program name; None: sys.argv) and runs; for callers in Python."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  flags.FLAGS.unparse_flags()  # a second call starts from the defaults, not the last call's values
+  try:
+    rest = flags.FLAGS(["capjax.text.stats", *argv])[1:]
+  except flags.Error as e:
+    print(f"error: {e} — see --help", file=sys.stderr)
+    return 2
+  return run(rest)
+
+
+def _app_main(argv: Sequence[str]) -> None:
+  sys.exit(run(argv[1:]))
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  flags.FLAGS.set_gnu_getopt(True)  # FILE may come before or after the flags
+  try:
+    app.run(_app_main, flags_parser=lambda argv: flags.FLAGS(argv))
+  except flags.Error as error:
+    print(f"error: {error} — see --help", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,283 @@
+"""The cc3m builder over img2dataset-style manual dirs: the TFDS contract on dummy_data/, the join by url, the
+stored JPEG bytes, every defect counted with its reason, stream-only tar reading, the error for missing files,
+and the same dataset from `tfds build` on Beam's DirectRunner.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from capjax.image import io as image_io
+from tfds_builders import img2dataset as i2d
+from tfds_builders.cc3m import cc3m_dataset_builder as cc3m
+from tfds_builders.cc3m import make_dummy_data as dummy
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DUMMY = REPO / "tfds_builders" / "cc3m" / "dummy_data"
+
+# What dummy_data/ holds (make_dummy_data.write_dummy), counted by hand. Train: a failed-download row
+# (missing_image), a truncated JPEG and a PNG saved as .jpg (corrupt_image: truncated, not_jpeg), a row with an
+# extra tab (malformed_row), a url on two rows (duplicate_url) downloaded twice (duplicate_image), an image whose
+# url is in no row, a shard without its parquet, and a tar whose last member is cut (truncated_shard; that
+# member's row is corrupt_image: truncated). Validation: the files layout, one failed download.
+TRAIN_REPORT = {
+    "tsv_rows": 12, "examples": 6, "missing_image": 1, "corrupt_image": 3, "duplicate_url": 1, "malformed_row": 1,
+    "image_without_row": 1, "duplicate_image": 1, "unsafe_member": 0, "shards": 4, "shard_without_parquet": 1,
+    "truncated_shard": 1, "corrupt_reasons": {"not_jpeg": 1, "truncated": 2}}
+VALIDATION_REPORT = {
+    "tsv_rows": 3, "examples": 2, "missing_image": 1, "corrupt_image": 0, "duplicate_url": 0, "malformed_row": 0,
+    "image_without_row": 0, "duplicate_image": 0, "unsafe_member": 0, "shards": 1, "shard_without_parquet": 0,
+    "truncated_shard": 0, "corrupt_reasons": {}}
+
+
+class Cc3mUnlabeledTest(tfds.testing.DatasetBuilderTestCase):
+  DATASET_CLASS = cc3m.Builder
+  BUILDER_CONFIG_NAMES_TO_TEST = ["unlabeled"]
+  SPLITS = {"train": 6, "validation": 2}
+  SKIP_CHECKSUMS = True
+
+
+class Cc3mLabeledTest(tfds.testing.DatasetBuilderTestCase):
+  DATASET_CLASS = cc3m.Builder
+  BUILDER_CONFIG_NAMES_TO_TEST = ["labeled"]
+  SPLITS = {"train": 3}
+  SKIP_CHECKSUMS = True
+
+
+def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "unlabeled") -> tfds.core.DatasetBuilder:
+  builder = tfds.builder(f"cc3m/{config}", data_dir=data_dir)
+  builder.download_and_prepare(file_format="array_record",
+                               download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir)))
+  return tfds.builder(f"cc3m/{config}", data_dir=data_dir)  # as a reader sees it: info read back from disk
+
+
+def _records(builder, split: str, raw_image: bool = False) -> list[dict]:
+  decoders = {"image": tfds.decode.SkipDecoding()} if raw_image else None
+  source = builder.as_data_source(split=split, decoders=decoders)
+  return [source[i] for i in range(len(source))]
+
+
+def _text(value) -> str:
+  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tfds.core.DatasetBuilder:
+  return _build(DUMMY, tmp_path_factory.mktemp("tfds"))
+
+
+def test_build_report_counts_every_row_and_image_with_its_reason(built):
+  report = built.info.metadata["build_report"]
+  assert report == {"train": TRAIN_REPORT, "validation": VALIDATION_REPORT}
+  for split in report.values():
+    rows = ("examples", "missing_image", "corrupt_image", "duplicate_url", "malformed_row")
+    assert split["tsv_rows"] == sum(split[k] for k in rows)
+  assert built.info.file_format.value == "array_record"
+
+
+def test_build_prints_the_report_table(tmp_path, capsys):
+  _build(DUMMY, tmp_path)
+  out = capsys.readouterr().out
+  table = i2d.format_report({"train": TRAIN_REPORT, "validation": VALIDATION_REPORT})
+  assert table in out
+  assert "  not_jpeg" in table and table.splitlines()[0].split() == ["cc3m", "build", "report", "train", "validation"]
+
+
+def test_examples_are_joined_by_url_and_keep_the_downloaded_bytes(built):
+  rows = {}
+  for line in (DUMMY / dummy.TRAIN_TSV).read_text(encoding="utf-8").splitlines():
+    fields = line.split("\t")
+    rows.setdefault(fields[1], fields[0])  # the first row of a url is the one kept
+  downloaded = {}  # url -> bytes in the tars, as the json beside each image names it
+  for shard in sorted((DUMMY / "images" / "train").glob("*.tar")):
+    try:
+      with tarfile.open(shard, "r|*") as tar:
+        members = {}
+        for member in tar:
+          members[member.name] = tar.extractfile(member).read()
+    except tarfile.ReadError:
+      pass
+    for name, data in members.items():
+      if name.endswith(".json"):
+        meta = json.loads(data)
+        downloaded.setdefault(meta["url"], members.get(name.replace(".json", ".jpg")))
+  records = _records(built, "train", raw_image=True)
+  assert len(records) == 6
+  for record in records:
+    url = _text(record["url"])
+    assert _text(record["caption"]) == rows[url]
+    assert [_text(c) for c in record["captions"]] == [rows[url]]
+    assert record["image"] == downloaded[url]  # byte for byte: never re-encoded
+    header = image_io.probe(record["image"])
+    assert (int(record["width"]), int(record["height"])) == (header.width, header.height)
+  assert {_text(r["caption"]) for r in records} >= set(dummy.TRAIN_CAPTIONS)  # quotes and unicode intact
+
+
+def test_decoded_images_are_rgb_even_for_grey_jpegs(built):
+  for record in _records(built, "validation"):
+    assert record["image"].shape == (int(record["height"]), int(record["width"]), 3)
+    assert record["image"].dtype == np.uint8
+
+
+def test_labeled_config_reads_labels_mids_and_confidences(tmp_path):
+  builder = _build(DUMMY, tmp_path, "labeled")
+  by_url = {_text(r["url"]): r for r in _records(builder, "train")}
+  assert sorted(by_url) == sorted(dummy.url(i) for i in (0, 1, 8))
+  first = by_url[dummy.url(0)]
+  assert [_text(x) for x in first["labels"]] == ["dog", "beach", "sand"]
+  assert [_text(x) for x in first["mids"]] == ["/m/0bt9lr", "/m/0b3yr", "/m/06z0n"]
+  np.testing.assert_array_equal(first["confidences"], np.asarray([0.98, 0.91, 0.7], np.float32))
+  report = builder.info.metadata["build_report"]["train"]
+  assert (report["tsv_rows"], report["examples"], report["malformed_row"], report["missing_image"]) == (5, 3, 1, 1)
+
+
+def test_a_split_without_any_images_is_left_out_and_reported(tmp_path):
+  manual = tmp_path / "manual"
+  dummy.write_clean(manual, num_train=3, num_validation=4)
+  for path in (manual / "images" / "validation").iterdir():
+    path.unlink()
+  builder = _build(manual, tmp_path / "tfds")
+  assert list(builder.info.splits) == ["train"]
+  report = builder.info.metadata["build_report"]["validation"]
+  assert (report["tsv_rows"], report["examples"], report["missing_image"], report["shards"]) == (4, 0, 4, 0)
+
+
+def test_join_ignores_position_and_key_order(tmp_path):
+  """Tar members and parquet rows in reverse TSV order, keys unrelated to rows: captions still follow urls."""
+  manual = tmp_path / "manual"
+  dummy.write_clean(manual, num_train=10, num_validation=2, per_shard=10)
+  shard = manual / "images" / "train" / "00000.tar"
+  with tarfile.open(shard) as tar:
+    members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+  with tarfile.open(shard, "w") as tar:
+    groups = [members[i:i + 3] for i in range(0, len(members), 3)]
+    for group in reversed(groups):
+      for member, data in group:
+        tar.addfile(member, io.BytesIO(data))
+  builder = _build(manual, tmp_path / "tfds")
+  rows = dict(reversed(line.split("\t")) for line in (manual / dummy.TRAIN_TSV).read_text().splitlines())
+  records = _records(builder, "train")
+  assert len(records) == 10
+  for record in records:
+    assert _text(record["caption"]) == rows[_text(record["url"])]
+
+
+def _evil_tar(path: pathlib.Path, secret: pathlib.Path) -> None:
+  """A shard whose members try to escape: `../` names, an absolute name, a symlink and a hard link to a secret."""
+  good = dummy.jpeg(1)
+  with tarfile.open(path, "w") as tar:
+    for name, data in (("../../escaped.jpg", good), ("/tmp/absolute.jpg", good), ("000000000.jpg", good),
+                       ("000000000.json", json.dumps({"url": dummy.url(0)}).encode())):
+      info = tarfile.TarInfo(name)
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+    for name, kind in (("000000001.jpg", tarfile.SYMTYPE), ("000000002.jpg", tarfile.LNKTYPE)):
+      info = tarfile.TarInfo(name)
+      info.type, info.linkname = kind, os.fspath(secret)
+      tar.addfile(info)
+    for key, row in (("000000001", 1), ("000000002", 2)):
+      data = json.dumps({"url": dummy.url(row)}).encode()
+      info = tarfile.TarInfo(f"{key}.json")
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+
+
+def test_tar_members_are_streamed_never_extracted_nor_followed(tmp_path):
+  manual = tmp_path / "deep" / "manual"
+  dummy.write_clean(manual, num_train=3, num_validation=1)
+  secret = tmp_path / "secret.jpg"
+  secret.write_bytes(dummy.jpeg(42))
+  for old in (manual / "images" / "train").iterdir():
+    old.unlink()
+  _evil_tar(manual / "images" / "train" / "00000.tar", secret)
+  # The files layout too: a symlinked image in a shard folder is not read.
+  folder = manual / "images" / "validation" / "00001"
+  folder.mkdir()
+  (folder / "000000005.jpg").symlink_to(secret)
+  before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+  builder = _build(manual, tmp_path / "tfds")
+  after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "tfds" not in p.parts)
+  assert after == before  # nothing written beside or above the shard
+  assert not (tmp_path / "escaped.jpg").exists() and not pathlib.Path("/tmp/absolute.jpg").exists()
+  records = _records(builder, "train", raw_image=True)
+  assert [_text(r["key"]) for r in records] == ["000000000"]
+  assert all(r["image"] != secret.read_bytes() for r in records)
+  report = builder.info.metadata["build_report"]
+  # ../ name, absolute name, symlink, hard link; the links' rows (1, 2) stay missing_image.
+  assert report["train"]["unsafe_member"] == 4
+  assert (report["train"]["examples"], report["train"]["missing_image"]) == (1, 2)
+  assert report["validation"]["unsafe_member"] == 1
+
+
+def test_url_index_holds_20_bytes_a_row(tmp_path):
+  rows = [[f"caption {i}", dummy.url(i)] for i in range(10_000)]
+  dummy.write_tsv(tmp_path / "rows.tsv", rows)
+  index = i2d.TsvIndex(os.fspath(tmp_path / "rows.tsv"), labeled=False)
+  assert len(index) == 10_000 and index.nbytes == 10_000 * (8 + 8 + 4)
+  position, row, fields = index.lookup(dummy.url(1234))
+  assert fields == (f"caption {1234}", dummy.url(1234)) and row > 0 and 0 <= position < 10_000
+  assert index.lookup("http://example.com/not/there.jpg") is None
+
+
+def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.fspath(REPO), os.environ.get("PYTHONPATH", "")]),
+         "TF_CPP_MIN_LOG_LEVEL": "2"}
+  return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, **kwargs)
+
+
+def _error_lines(stderr: str) -> list[str]:
+  return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def test_missing_manual_dir_or_tsv_is_one_error_line_and_exit_2(tmp_path):
+  proc = _run([sys.executable, "-m", "capjax.data.build", "--dataset=cc3m", f"--manual_dir={tmp_path / 'nowhere'}",
+               f"--data_dir={tmp_path / 'tfds'}"])
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  [line] = _error_lines(proc.stderr)
+  assert str(tmp_path / "nowhere") in line and "tfds_builders/cc3m/README.md" in line
+  assert "Traceback" not in proc.stderr
+
+  manual = tmp_path / "manual"
+  dummy.write_clean(manual, num_train=2, num_validation=1)
+  (manual / dummy.VALIDATION_TSV).unlink()
+  proc = _run([sys.executable, "-m", "capjax.data.build", "--dataset=cc3m/unlabeled", f"--manual_dir={manual}",
+               f"--data_dir={tmp_path / 'tfds'}"])
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  [line] = _error_lines(proc.stderr)
+  assert dummy.VALIDATION_TSV in line and "README.md" in line
+
+
+def test_capjax_build_command_builds_the_labeled_config(tmp_path):
+  proc = _run([sys.executable, "-m", "capjax.data.build", "--dataset=cc3m/labeled", f"--manual_dir={DUMMY}",
+               f"--data_dir={tmp_path}"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "cc3m build report" in proc.stdout and "train: 3 examples" in proc.stdout
+  assert tfds.builder("cc3m/labeled", data_dir=tmp_path).info.splits["train"].num_examples == 3
+
+
+def test_tfds_build_on_beam_direct_runner_writes_the_same_dataset(built, tmp_path):
+  pytest.importorskip("apache_beam")
+  proc = _run([os.path.join(os.path.dirname(sys.executable), "tfds"), "build", "tfds_builders/cc3m",
+               f"--manual_dir={DUMMY}", f"--data_dir={tmp_path}", "--file_format=array_record",
+               "--beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,"
+               "direct_running_mode=multi_processing"])
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  beam_built = tfds.builder("cc3m", data_dir=tmp_path)
+  assert beam_built.info.metadata["build_report"] == built.info.metadata["build_report"]
+  assert "cc3m build report" in proc.stdout
+  for split in ("train", "validation"):
+    plain = {_text(r["url"]): r for r in _records(built, split, raw_image=True)}
+    beam = {_text(r["url"]): r for r in _records(beam_built, split, raw_image=True)}
+    assert sorted(plain) == sorted(beam)
+    for url, record in plain.items():
+      assert beam[url]["image"] == record["image"] and beam[url]["caption"] == record["caption"]

@@ -1,0 +1,191 @@
+"""The `cc3m` TFDS builder: Conceptual Captions' released TSVs joined, by url, to the images img2dataset downloaded.
+It reads shards as streams, one at a time (one Beam work item each under `tfds build --beam_pipeline_options`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import tensorflow_datasets as tfds
+from absl import logging
+from etils import epath
+from tensorflow_datasets.core import utils as tfds_utils
+
+from tfds_builders import img2dataset as i2d
+
+TSV_FILES: dict[str, dict[str, str]] = {
+    "unlabeled": {"train": "Train_GCC-training.tsv", "validation": "Validation_GCC-1.1.0-Validation.tsv"},
+    # The image labels were released for (a subset of) the training images only.
+    "labeled": {"train": "Image_Labels_Subset_Train_GCC-Labels-training.tsv"},
+}
+IMAGES_DIR = "images"
+_INSTRUCTIONS_POINTER = "see tfds_builders/cc3m/README.md (or `tfds.builder('cc3m').MANUAL_DOWNLOAD_INSTRUCTIONS`)"
+
+MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+Put in the manual dir (`--manual_dir=DIR`):
+
+  DIR/Train_GCC-training.tsv                              # https://ai.google.com/research/ConceptualCaptions/download
+  DIR/Validation_GCC-1.1.0-Validation.tsv
+  DIR/Image_Labels_Subset_Train_GCC-Labels-training.tsv   # only for cc3m/labeled
+  DIR/images/train/       DIR/images/validation/          # what img2dataset wrote, one folder per split
+
+The TSVs stay as released (caption TAB url, no header). img2dataset needs a header line, so give it copies:
+
+  cd DIR
+  for s in Train_GCC-training Validation_GCC-1.1.0-Validation; do
+    (printf 'caption\\turl\\n'; cat $s.tsv) > $s.with_header.tsv
+  done
+  pip install img2dataset==1.47.0   # in its own virtualenv: it pins webdataset<0.3, albumentations<2, pandas<3
+  img2dataset --url_list Train_GCC-training.with_header.tsv --input_format tsv \\
+      --url_col url --caption_col caption --output_format webdataset --output_folder images/train \\
+      --resize_mode no --disable_all_reencoding True --number_sample_per_shard 10000 \\
+      --processes_count 16 --thread_count 64 --timeout 10 --retries 1 --enable_wandb False
+  img2dataset --url_list Validation_GCC-1.1.0-Validation.with_header.tsv --input_format tsv \\
+      --url_col url --caption_col caption --output_format webdataset --output_folder images/validation \\
+      --resize_mode no --disable_all_reencoding True --number_sample_per_shard 10000 \\
+      --processes_count 16 --thread_count 64 --timeout 10 --retries 1 --enable_wandb False
+
+`--resize_mode no --disable_all_reencoding True` keeps the bytes as the servers sent them; the builder keeps
+JPEGs only (as the paper) and counts every other row with its reason. `--output_format files` works too.
+"""
+
+
+class ManualDataError(FileNotFoundError):
+  """A manual-dir file the build needs is not there."""
+
+
+@dataclasses.dataclass(eq=False)
+class Cc3mConfig(tfds.core.BuilderConfig):
+  labeled: bool = False
+
+
+# ------------------------------------------------------------------------------------------------ builder
+
+
+class Builder(tfds.core.GeneratorBasedBuilder):
+  """Conceptual Captions 3M (Sharma et al. 2018): the released captions joined by url to downloaded images."""
+
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "Released TSVs joined by url to img2dataset shards; original JPEG bytes."}
+  MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
+  BUILDER_CONFIGS = [
+      Cc3mConfig(name="unlabeled", description="Train and validation: image, caption, url, key, size."),
+      Cc3mConfig(name="labeled", labeled=True,
+                 description="The train images with Google Cloud Vision labels, MIDs and confidences."),
+  ]
+  DEFAULT_CONFIG_NAME = "unlabeled"
+
+  # As synthetic_scenes: the inherited `code_path` needs a backport TFDS declares only for Python < 3.9.
+  @tfds_utils.classproperty
+  @classmethod
+  def code_path(cls) -> epath.Path:
+    return epath.Path(__file__)
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    features = {
+        "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg",
+                                     doc="The JPEG bytes as downloaded, never re-encoded."),
+        "caption": tfds.features.Text(doc="The released (hypernymized) caption."),
+        "captions": tfds.features.Sequence(tfds.features.Text(), doc="[caption]: the references field."),
+        "url": tfds.features.Text(),
+        "key": tfds.features.Text(doc="img2dataset's key of the image."),
+        "width": tfds.features.Scalar(np.int32, doc="Of the stored image."),
+        "height": tfds.features.Scalar(np.int32, doc="Of the stored image."),
+    }
+    if self.builder_config.labeled:
+      features.update({
+          "labels": tfds.features.Sequence(tfds.features.Text()),
+          "mids": tfds.features.Sequence(tfds.features.Text(), doc="Knowledge Graph MIDs of the labels."),
+          "confidences": tfds.features.Sequence(tfds.features.Scalar(np.float32)),
+      })
+    return self.dataset_info_from_configs(
+        features=tfds.features.FeaturesDict(features),
+        homepage="https://ai.google.com/research/ConceptualCaptions/",
+        metadata=tfds.core.MetadataDict(),
+    )
+
+  # --- files
+
+  def _manual_files(self, manual_dir: epath.Path) -> dict[str, tuple[str, str]]:
+    """split → (TSV path, images dir); a missing manual dir or TSV is a ManualDataError naming it."""
+    if not manual_dir.exists():
+      raise ManualDataError(f"the manual dir {manual_dir} does not exist: put the CC3M TSVs and img2dataset "
+                            f"images there ({_INSTRUCTIONS_POINTER})")
+    files = {}
+    for split, name in TSV_FILES[self.builder_config.name].items():
+      tsv = manual_dir / name
+      if not tsv.exists():
+        raise ManualDataError(f"{tsv} is missing: download {name} ({_INSTRUCTIONS_POINTER})")
+      files[split] = (os.fspath(tsv), os.fspath(manual_dir / IMAGES_DIR / split))
+    return files
+
+  # --- generation
+
+  def _download_and_prepare(self, dl_manager, download_config):  # pylint: disable=arguments-differ
+    self._use_beam = download_config.beam_runner is not None or download_config.beam_options is not None
+    self._reports: dict[str, dict[str, Any]] = {}
+    self._beam_reports: dict[str, tuple[str, str]] = {}
+    self._generated = True
+    result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
+    for split, (path, tsv) in self._beam_reports.items():  # the Beam pipeline has run by now
+      report_file = epath.Path(path)
+      counts = json.loads(report_file.read_text()) if report_file.exists() else {}
+      self._reports[split] = i2d.report_from_counts(counts, i2d.tsv_index(tsv, self.builder_config.labeled))
+      report_file.unlink(missing_ok=True)
+    if self._beam_reports:
+      try:
+        (epath.Path(self._data_dir_root) / ".cc3m_reports").rmdir()
+      except OSError:
+        pass  # another build's reports are still there
+    # Set before download_and_prepare writes dataset_info: metadata.json is written with it.
+    self.info.metadata["build_report"] = {s: self._reports[s] for s in sorted(self._reports)}
+    return result
+
+  def _post_download_and_prepare_hook(self) -> None:
+    if getattr(self, "_generated", False):
+      print(i2d.format_report(self.info.metadata["build_report"]), flush=True)
+
+  def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+    try:
+      manual_dir = epath.Path(dl_manager.manual_dir)
+    except AssertionError as e:  # TFDS: "Manual directory X does not exist or is empty. ..." + instructions
+      first = str(e).split(". ")[0]
+      raise ManualDataError(f"{first}: put the CC3M TSVs and img2dataset images there, as "
+                            f"{_INSTRUCTIONS_POINTER.removeprefix('see ')} says (pass it with --manual_dir)") from e
+    files = self._manual_files(manual_dir)
+    labeled = self.builder_config.labeled
+    for split, (tsv, images) in list(files.items()):
+      if not i2d.list_shards(images):
+        # TFDS refuses a split with no examples: a split with no images at all is left out of the build, and
+        # its report says every row is missing_image.
+        index = i2d.tsv_index(tsv, labeled)
+        self._reports[split] = i2d.finish_report(i2d.empty_report(index), index)
+        logging.warning("cc3m: no img2dataset shards in %s: the %s split is not built", images, split)
+        del files[split]
+    if not files:
+      raise ManualDataError(f"no img2dataset shards in {manual_dir / IMAGES_DIR}/*/: download the images "
+                            f"({_INSTRUCTIONS_POINTER})")
+    if getattr(self, "_use_beam", False):
+      reports_dir = epath.Path(self._data_dir_root) / ".cc3m_reports"
+      reports_dir.mkdir(parents=True, exist_ok=True)
+      generators = {}
+      for split, (tsv, images) in files.items():
+        path = os.fspath(reports_dir / f"{split}-{uuid.uuid4().hex}.json")
+        self._beam_reports[split] = (path, tsv)
+        generators[split] = i2d.beam_split_transform(i2d.list_shards(images), tsv, labeled, path)
+      return generators
+    return {split: self._generate_examples(split, tsv, images) for split, (tsv, images) in files.items()}
+
+  def _generate_examples(self, split: str, tsv: str, images: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    labeled = self.builder_config.labeled
+    index = i2d.tsv_index(tsv, labeled)
+    report = i2d.empty_report(index)
+    events = (e for shard in i2d.list_shards(images) for e in i2d.shard_events(shard, tsv, labeled))
+    yield from i2d.row_outcomes(events, len(index), report)
+    self._reports[split] = i2d.finish_report(report, index)

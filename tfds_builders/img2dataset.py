@@ -1,0 +1,452 @@
+"""img2dataset's output (webdataset tars or the files layout, with parquet sidecars) read as streams and joined by
+url to a caption TSV, with every row and image accounted for; the plain and the Beam paths share it.
+
+Builders import this module by its package name: `tfds build tfds_builders/cc3m` loads the builder module under
+another name (`cc3m.cc3m_dataset_builder`), which Beam workers could not import back to run its functions.
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import dataclasses
+import functools
+import hashlib
+import io
+import json
+import mmap
+import os
+import pathlib
+import tarfile
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow_datasets as tfds
+from etils import epath
+
+from capjax.image import io as image_io
+
+IMAGES_DIR = "images"
+_IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")  # img2dataset names every file .jpg; the bytes decide
+# Row reasons add up: tsv_rows = examples + missing_image + corrupt_image + duplicate_url + malformed_row.
+ROW_KEYS = ("tsv_rows", "examples", "missing_image", "corrupt_image", "duplicate_url", "malformed_row")
+# Image-side and shard-side counts: images that became no example, and shards read only in part.
+IMAGE_KEYS = ("image_without_row", "duplicate_image", "unsafe_member", "shards", "shard_without_parquet",
+              "truncated_shard")
+REPORT_KEYS = ROW_KEYS + IMAGE_KEYS
+
+
+# ------------------------------------------------------------------------------------------------ TSV index
+
+
+def _url_hash(url: bytes) -> int:
+  return int.from_bytes(hashlib.blake2b(url, digest_size=8).digest(), "little")
+
+
+def _parse_row(line: bytes, labeled: bool) -> tuple[str, ...] | None:
+  """The fields of one TSV line (caption, url[, labels, mids, confidences]), or None when malformed."""
+  fields = line.rstrip(b"\r\n").split(b"\t")
+  if len(fields) != (5 if labeled else 2) or not fields[0].strip() or not fields[1].strip():
+    return None
+  try:
+    texts = tuple(f.decode("utf-8") for f in fields)
+  except UnicodeDecodeError:
+    return None
+  if labeled:
+    labels, mids, confidences = (texts[i].split(",") for i in (2, 3, 4))
+    try:
+      [float(c) for c in confidences]
+    except ValueError:
+      return None
+    if not len(labels) == len(mids) == len(confidences):
+      return None
+  return texts
+
+
+class TsvIndex:
+  """url → row of one released TSV, in bounded memory: 8-byte url hashes sorted beside each row's byte offset
+  and length; a row's text is read back from the memory-mapped file
+  (the OS page cache, not this heap) and its url compared, so a hash collision cannot pair the wrong caption.
+  That is 20 bytes a row once built (66 MB at 3.3M rows); while reading, C arrays (not Python lists) hold them.
+  A later row with a url seen before, and a malformed row (wrong number of fields, an extra tab, no url), are
+  counted and left out."""
+
+  def __init__(self, path: str, labeled: bool):
+    self.path, self.labeled = path, labeled
+    # epath: the manual dir may be on GCS (Dataflow); a local file is memory-mapped, a remote one read by seeks.
+    self._file = epath.Path(path).open("rb")  # pylint: disable=consider-using-with
+    try:
+      self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no file descriptor, or empty
+      self._map = None
+    hashes, offsets, lengths = array.array("Q"), array.array("q"), array.array("i")
+    self.tsv_rows = self.malformed_row = 0
+    offset = 0
+    for number, line in enumerate(iter(functools.partial(self._file.readline), b"")):
+      start, offset = offset, offset + len(line)
+      if number == 0 and line.rstrip(b"\r\n").lower().split(b"\t")[:2] == [b"caption", b"url"]:
+        continue  # a header line added for img2dataset: not a row
+      if not line.strip():
+        continue
+      self.tsv_rows += 1
+      fields = _parse_row(line, labeled)
+      if fields is None:
+        self.malformed_row += 1
+        continue
+      hashes.append(_url_hash(fields[1].encode("utf-8")))
+      offsets.append(start)
+      lengths.append(len(line))
+    hashes_np = np.frombuffer(hashes, np.uint64)
+    offsets_np = np.frombuffer(offsets, np.int64)
+    # Stable sort: of rows with one url, the first in the file comes first and is the one kept.
+    order = np.argsort(hashes_np, kind="stable")
+    hashes_np, offsets_np, lengths_np = hashes_np[order], offsets_np[order], np.frombuffer(lengths, np.int32)[order]
+    first = np.ones(len(hashes_np), bool)
+    first[1:] = hashes_np[1:] != hashes_np[:-1]
+    # Equal 64-bit hashes of different urls: about 3e-7 expected pairs at 3.3M rows; counted as duplicates.
+    self.duplicate_url = int((~first).sum())
+    self._hashes, self._offsets, self._lengths = hashes_np[first], offsets_np[first], lengths_np[first]
+
+  def __len__(self) -> int:
+    return len(self._hashes)
+
+  @property
+  def nbytes(self) -> int:
+    return self._hashes.nbytes + self._offsets.nbytes + self._lengths.nbytes
+
+  def lookup(self, url: str) -> tuple[int, int, tuple[str, ...]] | None:
+    """(position, row id, fields) of the row with this url, or None. The position (0..len-1) indexes per-row
+    state; the row id, the row's byte offset in the TSV, is the example's key: unique and stable."""
+    target = _url_hash(url.encode("utf-8"))
+    i = int(np.searchsorted(self._hashes, np.uint64(target)))
+    if i == len(self._hashes) or int(self._hashes[i]) != target:
+      return None
+    offset, length = int(self._offsets[i]), int(self._lengths[i])
+    if self._map is not None:
+      line = self._map[offset:offset + length]
+    else:
+      self._file.seek(offset)
+      line = self._file.read(length)
+    fields = _parse_row(line, self.labeled)
+    if fields is None or fields[1] != url:
+      return None
+    return i, offset, fields
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_index(path: str, labeled: bool, size: int, mtime: float) -> TsvIndex:
+  del size, mtime  # part of the cache key: a changed file is indexed again
+  return TsvIndex(path, labeled)
+
+
+def tsv_index(path: str, labeled: bool) -> TsvIndex:
+  """The index of `path`, built once per process (Beam workers build it in their first work item)."""
+  stat = epath.Path(path).stat()
+  return _cached_index(os.fspath(path), labeled, stat.length, stat.mtime)
+
+
+# ------------------------------------------------------------------------------------------------ shards
+
+
+@dataclasses.dataclass
+class Sample:
+  """One downloaded image: its key, the bytes of its image member, and its img2dataset metadata."""
+  key: str
+  image: bytes | None = None
+  meta: dict[str, Any] | None = None
+  truncated: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+  """What one image or shard contributed: an example for a row, a bad image for a row, or an image-side count."""
+  kind: str                   # "example" | "bad" | one of IMAGE_KEYS
+  row: int = -1               # the row id (the example key)
+  position: int = -1          # the row's position in the TsvIndex
+  key: str = ""
+  reason: str = ""
+  example: dict[str, Any] | None = None
+
+
+def _is_link(path: epath.Path) -> bool:
+  """A symlink on a local disk (object stores have none)."""
+  return "://" not in os.fspath(path) and pathlib.Path(path).is_symlink()
+
+
+def list_shards(images_dir: str) -> list[str]:
+  """img2dataset's shards in a split folder: `NNNNN.tar` (webdataset) or `NNNNN/` (files), sorted."""
+  folder = epath.Path(images_dir)
+  if not folder.is_dir():
+    return []
+  shards = []
+  for path in sorted(folder.iterdir()):
+    if _is_link(path):
+      continue
+    # img2dataset also leaves NNNNN_stats.json files and a _tmp folder beside its shards.
+    if path.name.endswith(".tar") and path.is_file() or path.name.isdigit() and path.is_dir():
+      shards.append(os.fspath(path))
+  return shards
+
+
+def _parquet_path(shard: str) -> str:
+  return (shard[:-len(".tar")] if shard.endswith(".tar") else shard.rstrip("/")) + ".parquet"
+
+
+def _read_parquet(path: str) -> dict[str, str] | None:
+  """key → url of the successful downloads img2dataset listed beside a shard, or None without the file."""
+  if not epath.Path(path).exists():
+    return None
+  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+  with epath.Path(path).open("rb") as f:
+    table = pq.read_table(f, columns=["key", "url", "status"]).to_pydict()
+  return {k: u for k, u, s in zip(table["key"], table["url"], table["status"]) if s == "success" and k and u}
+
+
+def _member_key(name: str) -> tuple[str, str] | None:
+  """(key, extension) of a member `KEY.ext`; None for names that could reach outside a folder."""
+  if name.startswith("/") or "\\" in name or ".." in name.split("/"):
+    return None
+  base = name.rsplit("/", 1)[-1]
+  if "." not in base:
+    return None
+  key, extension = base.split(".", 1)
+  return key, extension.lower()
+
+
+def _tar_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
+  """The samples of a webdataset tar, read as a stream: members are never extracted, links never followed."""
+  current: Sample | None = None
+  try:
+    with epath.Path(path).open("rb") as f, tarfile.open(fileobj=f, mode="r|*") as tar:
+      for member in tar:
+        parsed = _member_key(member.name)
+        if not member.isfile() or parsed is None:
+          counts["unsafe_member"] += not member.isdir()
+          continue
+        key, extension = parsed
+        if current is not None and current.key != key:
+          yield current
+          current = None
+        current = current or Sample(key)
+        if extension not in _IMAGE_EXTENSIONS and extension != "json":
+          continue  # KEY.txt (the caption img2dataset saw): the TSV is the source of truth
+        try:
+          data = tar.extractfile(member).read()
+        except (tarfile.ReadError, EOFError, OSError):
+          current.truncated = True
+          raise
+        if extension == "json":
+          current.meta = _json_or_none(data)
+        else:
+          current.image = data
+  except (tarfile.ReadError, EOFError, OSError, tarfile.StreamError):
+    counts["truncated_shard"] += 1
+  if current is not None:
+    yield current
+
+
+def _file_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
+  """The samples of img2dataset's files layout `NNNNN/KEY.jpg` + `KEY.json`; symlinks are not followed."""
+  names: dict[str, list[tuple[epath.Path, str]]] = collections.defaultdict(list)  # key -> [(file, extension)]
+  for full in sorted(epath.Path(path).iterdir()):
+    parsed = _member_key(full.name)
+    link = _is_link(full)
+    if link or parsed is None or not full.is_file():
+      counts["unsafe_member"] += link or parsed is None
+      continue
+    if parsed[1] in _IMAGE_EXTENSIONS or parsed[1] == "json":
+      names[parsed[0]].append((full, parsed[1]))
+  # Only the names are held for the whole folder; the bytes are read one sample at a time.
+  for key, parts in names.items():
+    sample = Sample(key)
+    for full, extension in parts:
+      data = full.read_bytes()
+      if extension == "json":
+        sample.meta = _json_or_none(data)
+      else:
+        sample.image = data
+    yield sample
+
+
+def _json_or_none(data: bytes) -> dict[str, Any] | None:
+  try:
+    value = json.loads(data)
+  except (ValueError, UnicodeDecodeError):
+    return None
+  return value if isinstance(value, dict) else None
+
+
+def shard_events(shard: str, tsv_path: str, labeled: bool) -> Iterator[Event]:
+  """Every event of one shard: joins each image to its TSV row by the url in its .json (or its parquet row)."""
+  index = tsv_index(tsv_path, labeled)
+  counts: collections.Counter = collections.Counter(shards=1)
+  parquet_urls = _read_parquet(_parquet_path(shard))
+  if parquet_urls is None:
+    counts["shard_without_parquet"] += 1
+  samples = _tar_samples(shard, counts) if shard.endswith(".tar") else _file_samples(shard, counts)
+  for sample in samples:
+    url = (sample.meta or {}).get("url") or (parquet_urls or {}).get(sample.key)
+    found = index.lookup(url) if isinstance(url, str) else None
+    if found is None:
+      if sample.image is not None or sample.truncated:
+        counts["image_without_row"] += 1
+      continue
+    position, row, fields = found
+    if sample.truncated:
+      yield Event("bad", row, position, sample.key, "truncated")
+      continue
+    if sample.image is None:
+      continue  # a .json with no image: img2dataset writes none for failed downloads
+    try:
+      header = image_io.verify_jpeg(sample.image)
+    except image_io.ImageError as e:
+      yield Event("bad", row, position, sample.key, e.reason)
+      continue
+    if header.mode not in ("RGB", "L"):
+      # CMYK/YCCK JPEGs: TFDS's decoder would hand the trainer 4 channels.
+      yield Event("bad", row, position, sample.key, f"mode_{header.mode.lower()}")
+      continue
+    yield Event("example", row, position, sample.key, example=_example(fields, url, sample, header, labeled))
+  for kind, n in counts.items():
+    for _ in range(n):
+      yield Event(kind)
+
+
+def _example(fields: tuple[str, ...], url: str, sample: Sample, header: image_io.Header,
+             labeled: bool) -> dict[str, Any]:
+  example = {
+      "image": sample.image,  # the bytes as downloaded: Image(encoding_format="jpeg") stores them unchanged
+      "caption": fields[0],
+      "captions": [fields[0]],  # the trainer's references field (one per image in CC3M)
+      "url": url,
+      "key": sample.key,
+      "width": header.width,
+      "height": header.height,
+  }
+  if labeled:
+    example["labels"] = fields[2].split(",")
+    example["mids"] = fields[3].split(",")
+    example["confidences"] = np.asarray([float(c) for c in fields[4].split(",")], np.float32)
+  return example
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def empty_report(index: TsvIndex) -> dict[str, Any]:
+  report: dict[str, Any] = {k: 0 for k in REPORT_KEYS}
+  report.update(tsv_rows=index.tsv_rows, duplicate_url=index.duplicate_url, malformed_row=index.malformed_row,
+                corrupt_reasons={})
+  return report
+
+
+def finish_report(report: dict[str, Any], index: TsvIndex) -> dict[str, Any]:
+  """Rows neither given an example nor a bad image were never downloaded (or their shard is gone)."""
+  report["missing_image"] = len(index) - report["examples"] - report["corrupt_image"]
+  report["corrupt_reasons"] = dict(sorted(report["corrupt_reasons"].items()))
+  return report
+
+
+def format_report(reports: Mapping[str, Mapping[str, Any]]) -> str:
+  """The build report as a table: one column per split, one line per count, then the corrupt-image reasons."""
+  splits = list(reports)
+  width = max(len(k) for k in REPORT_KEYS) + 2
+  lines = ["cc3m build report".ljust(width) + "".join(s.rjust(12) for s in splits)]
+  for key in REPORT_KEYS:
+    lines.append(key.ljust(width) + "".join(f"{reports[s][key]:>12,}" for s in splits))
+  reasons = sorted({r for s in splits for r in reports[s]["corrupt_reasons"]})
+  for reason in reasons:
+    lines.append(f"  {reason}".ljust(width) + "".join(f"{reports[s]['corrupt_reasons'].get(reason, 0):>12,}"
+                                                      for s in splits))
+  return "\n".join(lines)
+
+
+_UNSEEN, _OK, _BAD = 0, 1, 2
+
+
+def row_outcomes(events: Iterable[Event], num_rows: int,
+                  report: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+  """Streams events into examples and counts, holding one byte of state per row (3.3 MB at 3.3M rows): a row's
+  first good image is its example; its other images count as duplicate_image; a row with only bad images is
+  corrupt_image, under the reason of its first one."""
+  state = np.zeros(num_rows, np.uint8)
+  bad_reason: dict[int, str] = {}  # position -> reason, while the row has only bad images
+  for event in events:
+    if event.kind not in ("example", "bad"):
+      report[event.kind] += 1
+      continue
+    before = state[event.position]
+    if before != _UNSEEN:
+      report["duplicate_image"] += 1
+    if event.kind == "example" and before != _OK:
+      state[event.position] = _OK
+      bad_reason.pop(event.position, None)
+      yield event.row, event.example
+    elif event.kind == "bad" and before == _UNSEEN:
+      state[event.position] = _BAD
+      bad_reason[event.position] = event.reason
+  report["examples"] = int((state == _OK).sum())
+  report["corrupt_image"] = len(bad_reason)
+  report["corrupt_reasons"] = dict(collections.Counter(bad_reason.values()))
+
+
+# ------------------------------------------------------------------------------------------------ Beam
+
+
+def _beam_row_outcome(item: tuple[int, Iterable[Event]]) -> Iterator[tuple[str, Any]]:
+  """Beam's version of _row_outcomes for one row: the good image with the smallest key wins."""
+  row, events = item
+  events = sorted(events, key=lambda e: (e.kind != "example", e.key))
+  if events[0].kind == "example":
+    yield "example", (row, events[0].example)
+    yield "count", collections.Counter(examples=1, duplicate_image=len(events) - 1)
+  else:
+    yield "count", collections.Counter({"corrupt_image": 1, f"corrupt:{events[0].reason}": 1,
+                                        "duplicate_image": len(events) - 1})
+
+
+def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
+  total: collections.Counter = collections.Counter()
+  for c in counters:
+    total.update(c)
+  return total
+
+
+def _beam_split(pipeline_input, shards: list[str], tsv_path: str, labeled: bool, report_path: str):
+  """One split as a Beam graph: one work item per shard, rows grouped by id, counts summed into the report."""
+  beam = tfds.core.lazy_imports.apache_beam
+  events = (pipeline_input
+            | "Shards" >> beam.Create(shards)
+            | "OneShardPerWorker" >> beam.Reshuffle()
+            | "ReadShard" >> beam.FlatMap(shard_events, tsv_path=tsv_path, labeled=labeled))
+  rows = (events
+          | "RowEvents" >> beam.Filter(lambda e: e.kind in ("example", "bad"))
+          | "ByRow" >> beam.Map(lambda e: (e.row, e))
+          | "GroupByRow" >> beam.GroupByKey()
+          | "Outcome" >> beam.FlatMap(_beam_row_outcome))
+  image_counts = (events
+                  | "ImageEvents" >> beam.Filter(lambda e: e.kind not in ("example", "bad"))
+                  | "ImageCount" >> beam.Map(lambda e: collections.Counter({e.kind: 1})))
+  row_counts = rows | "RowCounts" >> beam.Filter(lambda kv: kv[0] == "count") | "Unwrap" >> beam.Map(lambda kv: kv[1])
+  _ = ((row_counts, image_counts)
+       | "AllCounts" >> beam.Flatten()
+       | "Sum" >> beam.CombineGlobally(_sum_counters)
+       | "ToJson" >> beam.Map(lambda c: json.dumps(dict(c)))
+       | "WriteCounts" >> beam.io.WriteToText(report_path, num_shards=1, shard_name_template=""))
+  return rows | "Examples" >> beam.Filter(lambda kv: kv[0] == "example") | "KeyExample" >> beam.Map(lambda kv: kv[1])
+
+
+def report_from_counts(counts: Mapping[str, int], index: TsvIndex) -> dict[str, Any]:
+  report = empty_report(index)
+  for key, n in counts.items():
+    if key.startswith("corrupt:"):
+      report["corrupt_reasons"][key[len("corrupt:"):]] = n
+    else:
+      report[key] += n
+  return finish_report(report, index)
+
+
+def beam_split_transform(shards: list[str], tsv: str, labeled: bool, report_path: str):
+  beam = tfds.core.lazy_imports.apache_beam
+  return beam.ptransform_fn(_beam_split)(shards, tsv, labeled, report_path)
