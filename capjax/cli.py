@@ -1,4 +1,4 @@
-"""Command-line plumbing of capjax's tools: absl flags in a `FlagValues` of each tool's own (tools share flag
+"""Command-line plumbing of capjax's commands: absl flags in a `FlagValues` of each tool's own (tools share flag
 names such as --input and --weights, and one process may import several), `--help` that prints the module
 docstring as usage, and bad input reported as one `error: ...` line with exit status 2.
 """
@@ -21,10 +21,10 @@ def fail(message: str) -> NoReturn:
   raise SystemExit(2)
 
 
-def parse(flag_values: flags.FlagValues, argv: Sequence[str], usage: str) -> None:
+def parse(flag_values: flags.FlagValues, argv: Sequence[str], usage: str, positional: bool = False) -> list[str]:
   """Sets `flag_values` from `argv` (program name first, as `app.run` passes it), every flag not given back at
-  its default. `--help` prints `usage` and the flags, then exits 0; a bad or missing flag, or a positional
-  argument, is an `error:` line and exit 2."""
+  its default, and returns the positional arguments. `--help` prints `usage` and the flags, then exits 0; a bad
+  or missing flag is an `error:` line and exit 2, and so is a positional argument unless `positional`."""
   if any(arg in HELP_FLAGS for arg in argv[1:]):
     print(f"{usage.strip()}\n\nflags:\n{flags_help(flag_values)}")
     raise SystemExit(0)
@@ -37,8 +37,9 @@ def parse(flag_values: flags.FlagValues, argv: Sequence[str], usage: str) -> Non
     if missing:
       fail(f"missing {', '.join(missing)} (see --help)")
     fail(f"{'; '.join(str(error).splitlines())} (see --help)")
-  if len(rest) > 1:
+  if len(rest) > 1 and not positional:
     fail(f"unexpected arguments {rest[1:]}: every input is a --flag (see --help)")
+  return rest[1:]
 
 
 def flags_help(flag_values: flags.FlagValues) -> str:

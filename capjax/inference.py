@@ -14,7 +14,6 @@ import jax
 import ml_collections
 import numpy as np
 from absl import logging
-from PIL import Image, UnidentifiedImageError
 
 from capjax import evaluate as evaluate_lib
 from capjax import sharding
@@ -23,6 +22,7 @@ from capjax.config_util import ConfigError
 from capjax.data import preprocess, sources
 from capjax.data.vocab import VOCAB_FILENAME, Vocabulary
 from capjax.features import Encoder
+from capjax.image import io as image_io
 from capjax.models import inception_resnet_v2 as irv2
 
 
@@ -56,11 +56,10 @@ def run_eval(config: ml_collections.ConfigDict, workdir: str, split: str | None 
 
 
 def load_image(path: str, size: int) -> np.ndarray:
-  """RGB uint8 (size, size, 3); raises ValueError for files that are not readable images."""
+  """RGB uint8 (size, size, 3), upright; raises ValueError for files that are not readable images."""
   try:
-    with Image.open(path) as im:
-      return preprocess.resize(np.asarray(im.convert("RGB")), size)
-  except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as e:
+    return preprocess.resize(image_io.load_rgb(path), size)
+  except image_io.ImageError as e:
     raise ValueError(f"{path}: not a readable image ({e})") from e
 
 

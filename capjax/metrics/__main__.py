@@ -11,14 +11,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from absl import app, flags
+from absl import flags
 
-from capjax.metrics.cli import fail, parse_flags
+from capjax import cli
 from capjax.metrics.coco import DEFAULT_METRICS, METRICS, evaluate
 
-_METRICS = flags.DEFINE_list("metrics", list(DEFAULT_METRICS), f"Comma-separated subset of {','.join(METRICS)}.")
+_FLAGS = flags.FlagValues()
+_METRICS = flags.DEFINE_list("metrics", list(DEFAULT_METRICS), f"Comma-separated subset of {','.join(METRICS)}.",
+                             flag_values=_FLAGS)
 _TOKENIZE = flags.DEFINE_bool("tokenize", True, "Run pycocoevalcap's PTB tokenization first (--notokenize: the "
-                              "captions are already PTB-tokenized).")
+                              "captions are already PTB-tokenized).", flag_values=_FLAGS)
 
 
 def load_references(path: str) -> dict[Any, list[str]]:
@@ -61,18 +63,19 @@ def parse_metrics(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def main(argv: Sequence[str]) -> int:
-  if len(argv) != 3:
-    return fail(f"expected two files, REFS.json PREDS.json, got {len(argv) - 1} argument(s) (see --help)")
+  files = cli.parse(_FLAGS, argv, __doc__, positional=True)
+  if len(files) != 2:
+    cli.fail(f"expected two files, REFS.json PREDS.json, got {len(files)} argument(s) (see --help)")
   try:
     metrics = parse_metrics(_METRICS.value)
-    scores = evaluate(load_references(argv[1]), load_predictions(argv[2]), metrics, tokenize=_TOKENIZE.value)
+    scores = evaluate(load_references(files[0]), load_predictions(files[1]), metrics, tokenize=_TOKENIZE.value)
   except OSError as error:
-    return fail(f"cannot read {error.filename}: {error.strerror}")
+    cli.fail(f"cannot read {error.filename}: {error.strerror}")
   except (ValueError, KeyError, RuntimeError, TimeoutError) as error:
-    return fail(str(error))
+    cli.fail(str(error))
   print(json.dumps(scores))
   return 0
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags)
+  cli.run(main)

@@ -17,10 +17,10 @@ import json
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 from PIL import Image
 
-from capjax.metrics.cli import fail, parse_flags
+from capjax import cli
 
 RATINGS = ("GOOD", "BAD")
 
@@ -114,27 +114,32 @@ def aggregate(rows: Sequence[tuple[str, int, str]], raters: int = 3) -> dict[str
   return result
 
 
+# Its own flag set: capjax.evaluate imports this module for its rating sheets, and capjax.main must not grow a
+# --raters flag.
+_FLAGS = flags.FlagValues()
+_RATERS = flags.DEFINE_integer("raters", 3, "Raters per image; every image needs one GOOD/BAD from each.",
+                               lower_bound=1, flag_values=_FLAGS)
+
+
 def main(argv: Sequence[str]) -> int:
-  if len(argv) < 3 or argv[1] != "aggregate":
-    return fail("expected `aggregate RATINGS.csv [RATINGS.csv ...]` (see --help)")
+  args = cli.parse(_FLAGS, argv, __doc__, positional=True)
+  if len(args) < 2 or args[0] != "aggregate":
+    cli.fail("expected `aggregate RATINGS.csv [RATINGS.csv ...]` (see --help)")
   rows = []
   try:
-    for path in argv[2:]:
+    for path in args[1:]:
       with open(path, encoding="utf-8", newline="") as f:
         try:
           rows += read_ratings(f)
         except ValueError as error:
-          return fail(f"{path}: {error}")
-    print(json.dumps(aggregate(rows, flags.FLAGS.raters)))
+          cli.fail(f"{path}: {error}")
+    print(json.dumps(aggregate(rows, _RATERS.value)))
   except OSError as error:
-    return fail(f"cannot read {error.filename}: {error.strerror}")
+    cli.fail(f"cannot read {error.filename}: {error.strerror}")
   except ValueError as error:
-    return fail(str(error))
+    cli.fail(str(error))
   return 0
 
 
 if __name__ == "__main__":
-  # Defined here, not at import: capjax.evaluate imports this module for its rating sheets, and capjax.main
-  # must not grow a --raters flag.
-  flags.DEFINE_integer("raters", 3, "Raters per image; every image needs one GOOD/BAD from each.", lower_bound=1)
-  app.run(main, flags_parser=parse_flags)
+  cli.run(main)

@@ -18,11 +18,12 @@ from typing import Any
 
 import jax
 import numpy as np
-import PIL.Image
 import tqdm
 from absl import flags, logging
 
 from capjax import cli
+from capjax.data import preprocess
+from capjax.image import io as image_io
 from capjax.models import inception_resnet_v2 as irv2
 
 DEFAULT_BATCH_SIZE = 16
@@ -49,12 +50,9 @@ class Features:
 
 
 def load_image(path: str, size: int = irv2.IMAGE_SIZE) -> np.ndarray:
-  """RGB uint8 (size, size, 3), resized with PIL's bilinear filter as Keras's `load_img(..., "bilinear")`."""
-  with PIL.Image.open(path) as image:
-    if image.width * image.height > (PIL.Image.MAX_IMAGE_PIXELS or float("inf")):
-      raise ValueError(f"{image.width}×{image.height} pixels is over PIL's decompression-bomb limit")
-    image = image.convert("RGB").resize((size, size), PIL.Image.Resampling.BILINEAR)
-  return np.asarray(image, np.uint8)
+  """RGB uint8 (size, size, 3), upright, resized with PIL's bilinear filter as Keras's `load_img(..., "bilinear")`.
+  Raises capjax.image.io.ImageError (a ValueError) for files that are not readable images."""
+  return preprocess.resize(image_io.load_rgb(path), size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +66,8 @@ class Decoded:
 def decode(path: str, size: int) -> Decoded:
   try:
     return Decoded(path, load_image(path, size))
-  except (OSError, ValueError, SyntaxError, PIL.Image.DecompressionBombError) as error:
-    return Decoded(path, None, f"{type(error).__name__}: {error}")
+  except image_io.ImageError as error:  # its message starts with the reason: undecodable, truncated, ...
+    return Decoded(path, None, str(error))
 
 
 def read_images(paths: Sequence[str], size: int, workers: int = DECODE_WORKERS) -> Iterator[Decoded]:
