@@ -154,3 +154,33 @@ def test_build_cli_set_errors(tmp_path):
     assert result.stderr.strip().splitlines()[-1].startswith(expected), result.stderr[-2000:]
   result = run_build(f"--manual_dir={tmp_path / 'empty'}", f"--data_dir={tmp_path}")
   assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def raw_records(builder) -> dict[str, dict]:
+  source = tfds.data_source(builder.info.full_name.split("/")[0] + "/" + builder.builder_config.name,
+                            data_dir=builder.data_dir_root, split="train",
+                            decoders={"image": tfds.decode.SkipDecoding()})
+  return {source[i]["key"].decode(): source[i] for i in range(len(source))}
+
+
+def test_beam_direct_runner_two_workers_matches_plain_path(tmp_path):
+  pytest.importorskip("apache_beam")
+  plain = build(tmp_path / "plain")
+  env = dict(os.environ, PYTHONPATH=os.fspath(REPO))
+  proc = subprocess.run(
+      [os.path.join(os.path.dirname(sys.executable), "tfds"), "build", "tfds_builders/alt_text_captions",
+       f"--manual_dir={DUMMY}", f"--data_dir={tmp_path / 'beam'}", "--file_format=array_record",
+       "--beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"],
+      capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  beam_built = tfds.builder("alt_text_captions/paper", data_dir=tmp_path / "beam")
+  assert beam_built.info.metadata["funnel"] == plain.info.metadata["funnel"]
+  assert beam_built.info.metadata["shards"] == plain.info.metadata["shards"]
+  want, got = raw_records(plain), raw_records(beam_built)
+  assert sorted(got) == sorted(want) == KEPT
+  def as_list(value):
+    return value.tolist() if hasattr(value, "tolist") else value
+
+  for key, record in want.items():
+    for feature in ("image", "caption", "alt_text", "url", "concepts", "labels", "captions"):
+      assert as_list(got[key][feature]) == as_list(record[feature]), (key, feature)

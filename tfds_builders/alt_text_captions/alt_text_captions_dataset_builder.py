@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -90,7 +91,15 @@ class Builder(tfds.core.GeneratorBasedBuilder):
     self._funnel: list[dict[str, Any]] = []
     self._shard_counts: dict[str, int] = {}
     self._generated = True
+    self._use_beam = download_config.beam_runner is not None or download_config.beam_options is not None
+    self._beam_counts = ""
     result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
+    if self._beam_counts:  # the Beam pipeline has run by now: its summed counts are in one JSON file
+      counts_file = epath.Path(self._beam_counts)
+      counts = json.loads(counts_file.read_text()) if counts_file.exists() else {}
+      self._funnel[:] = stages_lib.funnel_from_counts(counts).to_list()
+      self._shard_counts.update({k.removeprefix("shard/"): n for k, n in counts.items() if k.startswith("shard/")})
+      counts_file.unlink(missing_ok=True)
     # Set before download_and_prepare writes dataset_info: metadata.json is written with it.
     self.info.metadata["funnel"] = self._funnel
     self.info.metadata["shards"] = self._shard_counts
@@ -123,6 +132,11 @@ class Builder(tfds.core.GeneratorBasedBuilder):
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     shards, labels = self._manual_paths(dl_manager)
+    if getattr(self, "_use_beam", False):
+      folder = epath.Path(self._data_dir_root) / ".alt_text_captions_counts"
+      folder.mkdir(parents=True, exist_ok=True)
+      self._beam_counts = os.fspath(folder / f"train-{uuid.uuid4().hex}.json")
+      return {"train": stages_lib.beam_transform(shards, self.builder_config.settings, labels, self._beam_counts)}
     return {"train": self._generate_examples(shards, labels)}
 
   def _generate_examples(self, shards: list[str], labels: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -155,4 +169,4 @@ class Builder(tfds.core.GeneratorBasedBuilder):
           continue
         yield outcome.key, stages_lib.example(outcome, candidate.image)
     self._funnel[:] = funnel.to_list()
-    self._shard_counts.update({k: counts[k] for k in i2d.IMAGE_KEYS if k in counts or k == "shards"})
+    self._shard_counts.update(dict(sorted(counts.items())))

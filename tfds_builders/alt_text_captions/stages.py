@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -272,3 +273,103 @@ def concept_reason(concepts: Iterable[str], counts: Mapping[str, int], min_count
   from capjax.text import concepts as concepts_lib  # pylint: disable=g-import-not-at-top
   reason = concepts_lib.prune(concepts, counts, min_count)
   return None if reason is None else str(reason)
+
+
+# ------------------------------------------------------------------------------------------------ Beam
+
+
+def _funnel_counter(outcome: Outcome) -> collections.Counter:
+  """A candidate's contribution to the funnel, as a Counter Beam can sum: 'total' and 'STAGE:REASON'."""
+  counter = collections.Counter(total=1)
+  if outcome.stage is not None:
+    counter[f"{outcome.stage}:{outcome.reason}"] += 1
+  return counter
+
+
+def funnel_from_counts(counts: Mapping[str, int]) -> Funnel:
+  funnel = Funnel(counts.get("total", 0))
+  for key, n in counts.items():
+    if ":" in key:
+      stage, _, reason = key.partition(":")
+      funnel.reasons[stage][reason] += n
+  return funnel
+
+
+def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
+  total: collections.Counter = collections.Counter()
+  for counter in counters:
+    total.update(counter)
+  return total
+
+
+def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: str, funnel_path: str):
+  """One work item per shard; stages a-c in a DoFn holding NLTK and the labeler (loaded once per worker in
+  setup); concept counts by CombineGlobally, applied to the survivors as a side input."""
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from capjax.text import concepts as concepts_lib  # pylint: disable=g-import-not-at-top
+
+  class StagesFn(beam.DoFn):
+    def __init__(self, settings: Settings, labels: str):
+      super().__init__()
+      self._settings, self._labels = settings, labels
+      self._stages: Stages | None = None
+
+    def setup(self):
+      self._stages = Stages(self._settings, self._labels)  # NLTK resources and caches: once per worker
+
+    def process(self, shard: str):
+      counts: collections.Counter = collections.Counter()
+      for outcome, image in shard_outcomes(shard, self._stages, counts):
+        yield beam.pvalue.TaggedOutput("funnel", _funnel_counter(outcome))
+        if outcome.stage is None:
+          yield outcome, image
+      yield beam.pvalue.TaggedOutput("shards", counts)
+
+  class ConceptCountsFn(beam.CombineFn):
+    """capjax.text's ConceptCounts as a beam.CombineFn."""
+    def __init__(self):
+      super().__init__()
+      self._fn = concepts_lib.ConceptCounts()
+
+    def create_accumulator(self):
+      return self._fn.create_accumulator()
+
+    def add_input(self, accumulator, concepts):
+      return self._fn.add_input(accumulator, concepts)
+
+    def merge_accumulators(self, accumulators):
+      return self._fn.merge_accumulators(accumulators)
+
+    def extract_output(self, accumulator):
+      return self._fn.extract_output(accumulator)
+
+  def prune(item, counts):
+    outcome, image = item
+    reason = concept_reason(outcome.concepts, counts, settings.min_concept_count)
+    if reason is not None:
+      yield beam.pvalue.TaggedOutput("funnel", collections.Counter({f"concepts:{reason}": 1}))
+    else:
+      yield outcome.key, example(outcome, image)
+
+  results = (pipeline_input
+             | "Shards" >> beam.Create(shards)
+             | "OneShardPerWorker" >> beam.Reshuffle()
+             | "Stages" >> beam.ParDo(StagesFn(settings, labels)).with_outputs("funnel", "shards", main="kept"))
+  counts = (results.kept
+            | "Concepts" >> beam.Map(lambda item: item[0].concepts)
+            | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
+  pruned = results.kept | "Prune" >> beam.ParDo(prune, counts=beam.pvalue.AsSingleton(counts)).with_outputs(
+      "funnel", main="examples")
+  shard_counts = results.shards | "ShardCounts" >> beam.Map(
+      lambda c: collections.Counter({f"shard/{k}": v for k, v in c.items()}))
+  _ = ((results.funnel, pruned.funnel, shard_counts)
+       | "AllCounts" >> beam.Flatten()
+       | "Sum" >> beam.CombineGlobally(_sum_counters)
+       | "ToJson" >> beam.Map(lambda c: json.dumps(dict(c)))
+       | "WriteCounts" >> beam.io.WriteToText(funnel_path, num_shards=1, shard_name_template=""))
+  return pruned.examples
+
+
+def beam_transform(shards: list[str], settings: Settings, labels: str, funnel_path: str):
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  return beam.ptransform_fn(_beam_graph)(shards, settings, labels, funnel_path)
