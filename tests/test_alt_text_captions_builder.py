@@ -84,7 +84,7 @@ def test_settings_parse_and_reject():
     stages_lib.parse_settings(["min_size=3"])
   with pytest.raises(ValueError, match="cross_filter=labels needs"):
     stages_lib.parse_settings(["cross_filter=labels"])
-  with pytest.raises(ValueError, match="choose one of labels, none"):
+  with pytest.raises(ValueError, match="choose one of irv2, labels, none"):
     stages_lib.parse_settings(["cross_filter=clip"])
   assert builder_lib.config_from_settings([]).name == "paper"
   assert builder_lib.config_from_settings(["min_side=300"]).name.startswith("custom_")

@@ -110,7 +110,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
     if getattr(self, "_generated", False):
       print(stages_lib.format_funnel(self.info.metadata["funnel"]), flush=True)
 
-  def _manual_paths(self, dl_manager) -> tuple[list[str], str]:
+  def _manual_paths(self, dl_manager) -> tuple[list[str], str, str]:
     try:
       manual_dir = epath.Path(dl_manager.manual_dir)
     except AssertionError as e:
@@ -122,28 +122,35 @@ class Builder(tfds.core.GeneratorBasedBuilder):
       raise ManualDataError(f"{manual_dir} holds no img2dataset shard (NNNNN.tar or NNNNN/): run img2dataset with "
                             f"--output_folder={manual_dir} ({_INSTRUCTIONS_POINTER})")
     settings = self.builder_config.settings
-    labels = ""
+    labels = weights = ""
+    if settings.cross_filter == "irv2":
+      weights = os.fspath(manual_dir / settings.labeler_weights)
+      if not os.path.isfile(os.path.join(weights, "metadata.json")):
+        raise ManualDataError(f"labeler_weights {weights} holds no converted weights: convert Inception-ResNet-v2 "
+                              "with its ImageNet head by `python -m capjax.tools.convert_weights` first")
     if settings.cross_filter == "labels":
       labels = os.fspath(manual_dir / settings.labels_file)
       if not os.path.isfile(labels):
         raise ManualDataError(f"labels_file {labels} does not exist: give a CC3M image-labels TSV "
                               "(--set=labels_file=FILE, relative to the manual dir)")
-    return shards, labels
+    return shards, labels, weights
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
-    shards, labels = self._manual_paths(dl_manager)
+    shards, labels, weights = self._manual_paths(dl_manager)
     if getattr(self, "_use_beam", False):
       folder = epath.Path(self._data_dir_root) / ".alt_text_captions_counts"
       folder.mkdir(parents=True, exist_ok=True)
       self._beam_counts = os.fspath(folder / f"train-{uuid.uuid4().hex}.json")
-      return {"train": stages_lib.beam_transform(shards, self.builder_config.settings, labels, self._beam_counts)}
-    return {"train": self._generate_examples(shards, labels)}
+      return {"train": stages_lib.beam_transform(shards, self.builder_config.settings, labels, weights,
+                                                  self._beam_counts)}
+    return {"train": self._generate_examples(shards, labels, weights)}
 
-  def _generate_examples(self, shards: list[str], labels: str) -> Iterator[tuple[str, dict[str, Any]]]:
+  def _generate_examples(self, shards: list[str], labels: str,
+                         weights: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """Two passes: stages a-c per shard while counting concepts (survivors kept as small records, no images),
     then pruning, with each shard read again for the survivors' images."""
     settings = self.builder_config.settings
-    stages = stages_lib.Stages(settings, labels)
+    stages = stages_lib.Stages(settings, labels, weights)
     funnel = stages_lib.Funnel()
     counts: collections.Counter = collections.Counter()
     survivors: dict[str, dict[str, stages_lib.Outcome]] = {}

@@ -27,7 +27,7 @@ PAPER_FIGURES = {
     "hypernym": "~20% removed",
     "concepts": "~55% removed",
 }
-CROSS_FILTERS = ("labels", "none")
+CROSS_FILTERS = ("irv2", "labels", "none")
 _HYPERNYM_REASONS = frozenset(str(r) for r in TEXT_STAGES["hypernymization"])
 
 
@@ -43,8 +43,12 @@ class Settings:
   max_pixels: int = image_filters.ImageFilterConfig.max_pixels  # header size above this: decompression bomb
   unsafe_scorer: str = ""  # package.module:function (JPEG bytes → score in [0, 1]); '' for none
   unsafe_threshold: float = 0.5
-  cross_filter: str = "none"  # labels (a CC3M image-labels TSV in labels_file) | none
+  cross_filter: str = "none"  # irv2 (labeler_weights) | labels (a CC3M image-labels TSV in labels_file) | none
   labels_file: str = ""  # relative to the manual dir, or absolute
+  labeler_weights: str = ""  # Inception-ResNet-v2 with its ImageNet head, from capjax.tools.convert_weights
+  labeler_top_k: int = 5  # ImageNet classes per image, most likely first
+  labeler_threshold: float = 0.1  # a class's softmax probability must reach this
+  labeler_min_depth: int = 6  # hypernyms nearer WordNet's root ("object", "whole", "organism") are not labels
   min_concept_count: int = 100  # pairs with a concept seen in this many pairs or fewer are dropped
   text: tuple[tuple[str, Any], ...] = ()  # ("filters.max_chars", 1000), ("hypernyms.min_tokens", 3), ...
 
@@ -114,6 +118,8 @@ def parse_settings(items: Sequence[str]) -> Settings:
   settings = Settings(**values, text=tuple(sorted(text.items())))
   if settings.cross_filter not in CROSS_FILTERS:
     raise ValueError(f"cross_filter={settings.cross_filter}: choose one of {', '.join(CROSS_FILTERS)}")
+  if settings.cross_filter == "irv2" and not settings.labeler_weights:
+    raise ValueError("cross_filter=irv2 needs --set=labeler_weights=DIR (converted by capjax.tools.convert_weights)")
   if settings.cross_filter == "labels" and not settings.labels_file:
     raise ValueError("cross_filter=labels needs --set=labels_file=FILE (a CC3M image-labels TSV)")
   return settings
@@ -221,13 +227,18 @@ class Stages:
   """Stages a to c (and the hypernym repair) for one candidate at a time; holds NLTK resources and the labeler.
   Build one per process (a Beam DoFn builds it in `setup`)."""
 
-  def __init__(self, settings: Settings, labels_path: str = ""):
+  def __init__(self, settings: Settings, labels_path: str = "", weights_path: str = ""):
     from capjax.text.pipeline import TextPipeline  # pylint: disable=g-import-not-at-top
     self.settings = settings
     self.image_config = settings.image_config()
     self.scorer = image_filters.load_scorer(settings.unsafe_scorer)
     self.text = TextPipeline(settings.pipeline_config())
     self.labels = read_labels_file(labels_path) if settings.cross_filter == "labels" else None
+    self.labeler = None
+    if settings.cross_filter == "irv2":
+      from capjax.image.labeler import Irv2Labeler  # pylint: disable=g-import-not-at-top
+      self.labeler = Irv2Labeler(weights_path, settings.labeler_top_k, settings.labeler_threshold,
+                                 settings.labeler_min_depth)
 
   def caption_forms(self, alt_text: str) -> set[str]:
     from capjax.text.annotate import normalize_text  # pylint: disable=g-import-not-at-top
@@ -246,8 +257,8 @@ class Stages:
     if record.reason is not None and record.reason not in _HYPERNYM_REASONS:
       return Outcome(candidate.key, "text", record.reason)
     labels: tuple[str, ...] = ()
-    if self.labels is not None:
-      labels = self.labels.get(candidate.url, ())
+    if self.labels is not None or self.labeler is not None:
+      labels = self.labels.get(candidate.url, ()) if self.labels is not None else self.labeler.labels(candidate.image)
       reason = cross_filter(labels, self.caption_forms(candidate.caption), self.text.annotator)
       if reason is not None:
         return Outcome(candidate.key, "cross", reason)
@@ -302,20 +313,21 @@ def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counte
   return total
 
 
-def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: str, funnel_path: str):
+def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
   """One work item per shard; stages a-c in a DoFn holding NLTK and the labeler (loaded once per worker in
   setup); concept counts by CombineGlobally, applied to the survivors as a side input."""
   import apache_beam as beam  # pylint: disable=g-import-not-at-top
   from capjax.text import concepts as concepts_lib  # pylint: disable=g-import-not-at-top
 
   class StagesFn(beam.DoFn):
-    def __init__(self, settings: Settings, labels: str):
+    def __init__(self, settings: Settings, labels: str, weights: str):
       super().__init__()
-      self._settings, self._labels = settings, labels
+      self._settings, self._labels, self._weights = settings, labels, weights
       self._stages: Stages | None = None
 
     def setup(self):
-      self._stages = Stages(self._settings, self._labels)  # NLTK resources and caches: once per worker
+      # NLTK resources, caches and the labeler's weights: once per worker.
+      self._stages = Stages(self._settings, self._labels, self._weights)
 
     def process(self, shard: str):
       counts: collections.Counter = collections.Counter()
@@ -354,7 +366,7 @@ def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: s
   results = (pipeline_input
              | "Shards" >> beam.Create(shards)
              | "OneShardPerWorker" >> beam.Reshuffle()
-             | "Stages" >> beam.ParDo(StagesFn(settings, labels)).with_outputs("funnel", "shards", main="kept"))
+             | "Stages" >> beam.ParDo(StagesFn(settings, labels, weights)).with_outputs("funnel", "shards", main="kept"))
   counts = (results.kept
             | "Concepts" >> beam.Map(lambda item: item[0].concepts)
             | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
@@ -370,6 +382,6 @@ def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: s
   return pruned.examples
 
 
-def beam_transform(shards: list[str], settings: Settings, labels: str, funnel_path: str):
+def beam_transform(shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
   import apache_beam as beam  # pylint: disable=g-import-not-at-top
-  return beam.ptransform_fn(_beam_graph)(shards, settings, labels, funnel_path)
+  return beam.ptransform_fn(_beam_graph)(shards, settings, labels, weights, funnel_path)
