@@ -34,11 +34,25 @@ def class_labels(wnid: str, min_depth: int) -> tuple[str, ...]:
   return tuple(dict.fromkeys(names))
 
 
+@functools.cache
+def _probabilities_fn(num_classes: int):
+  """One jitted forward pass per head size, shared by every labeler in the process (one compilation per shape)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from capjax.models import inception_resnet_v2 as irv2  # pylint: disable=g-import-not-at-top
+  model = irv2.InceptionResNetV2(num_classes=num_classes)
+
+  @jax.jit
+  def probabilities(variables, pixels):
+    logits = model.apply(variables, irv2.preprocess(pixels))["logits"]
+    return jax.nn.softmax(logits.astype("float32"), axis=-1)
+
+  return probabilities
+
+
 class Irv2Labeler:
   """Labels one JPEG at a time: `labels(image_bytes)` → tuple of words. Loads weights and compiles once."""
 
   def __init__(self, weights: str, top_k: int = 5, threshold: float = 0.1, min_depth: int = 6):
-    import jax  # pylint: disable=g-import-not-at-top
     from capjax.models import inception_resnet_v2 as irv2  # pylint: disable=g-import-not-at-top
     metadata = irv2.read_metadata(weights)
     num_classes = metadata.get("num_classes")
@@ -46,15 +60,8 @@ class Irv2Labeler:
       raise ValueError(f"{weights} holds no ImageNet head (num_classes={num_classes}): convert weights with one")
     self.label_offset = num_classes - imagenet_synsets.NUM_CLASSES  # 1001-way heads: index 0 is background
     self.variables = irv2.load_converted(weights)
-    model = irv2.InceptionResNetV2(num_classes=num_classes)
     self.top_k, self.threshold, self.min_depth = top_k, threshold, min_depth
-
-    @jax.jit
-    def probabilities(variables, pixels):
-      logits = model.apply(variables, irv2.preprocess(pixels))["logits"]
-      return jax.nn.softmax(logits.astype("float32"), axis=-1)
-
-    self._probabilities = probabilities
+    self._probabilities = _probabilities_fn(num_classes)
 
   @staticmethod
   def pixels(image: bytes) -> np.ndarray:

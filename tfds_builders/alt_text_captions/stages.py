@@ -167,7 +167,7 @@ def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
     share = f"{dropped / entry['in']:.0%}" if entry["in"] else "–"
     reasons = ", ".join(f"{r} {n}" for r, n in entry["reasons"].items())
     lines.append(f"{entry['stage']:<10}{entry['in']:>10,}{entry['out']:>10,}{share:>9}   "
-                 f"{PAPER_FIGURES[entry['stage']]:<26}{reasons}")
+                 f"{PAPER_FIGURES[entry['stage']]:<26}{reasons}".rstrip())
   return "\n".join(lines)
 
 
