@@ -45,6 +45,23 @@ def test_every_candidate_gets_its_stage_and_reason():
   assert found == want
 
 
+def test_truncated_shard_and_shard_without_parquet_are_counted(tmp_path):
+  import shutil
+  from tfds_builders.cc3m.make_dummy_data import cut_last_member
+  shutil.copytree(DUMMY, tmp_path / "manual")
+  cut_last_member(tmp_path / "manual" / "00000.tar")  # inside the last member of the webdataset shard
+  (tmp_path / "manual" / "00001.parquet").unlink()
+  stages = stages_lib.Stages(stages_lib.Settings())
+  counts: collections.Counter = collections.Counter()
+  found = {o.key: (o.stage, o.reason) for shard in i2d.list_shards(os.fspath(tmp_path / "manual"))
+           for o, _ in stages_lib.shard_outcomes(shard, stages, counts)}
+  assert found["000000018"] == ("image", "truncated")  # its .txt was the member cut
+  assert found["000000017"] == ("hypernym", "unresolved_entity")  # the samples before the cut are read
+  assert found["000010000"] == (None, None)  # the files shard still reads its .json and .txt
+  assert counts["truncated_shard"] == 1 and counts["shard_without_parquet"] == 1
+  assert len(found) == len(dummy.CANDIDATES)
+
+
 def test_cross_filter_with_labels_file():
   settings = stages_lib.parse_settings(["cross_filter=labels", "labels_file=labels.tsv"])
   found = outcomes(settings, os.fspath(DUMMY / dummy.LABELS_TSV))

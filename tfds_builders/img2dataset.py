@@ -390,6 +390,8 @@ def shard_candidates(shard: str, counts: collections.Counter) -> Iterator[Candid
       continue
     status = "truncated" if sample.truncated else ("success" if sample.image is not None else
                                                     meta.get("status") or "missing_image")
+    if sample.truncated:
+      meta["status"] = "truncated"
     yield Candidate(sample.key, url, caption, sample.image if not sample.truncated else None, meta, status)
   for key, row in rows.items():
     if key in seen or not isinstance(row.get("url"), str):
