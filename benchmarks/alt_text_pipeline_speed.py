@@ -149,7 +149,8 @@ def main() -> None:
   rows = [
       ("harvest (WARC → candidates)", f"{harvest_rate:,.0f} pages/s", ""),
       ("stage a: image filters", f"{image_rate:,.0f} candidates/s", f"{a_hours:,.0f} core-h for 5e9"),
-      ("stage b: text (filters + hypernyms)", f"{text_rate:,.0f} candidates/s", f"{b_hours:,.0f} core-h for 35% of 5e9"),
+      ("stage b: text (filters + hypernyms)", f"{text_rate:,.0f} candidates/s",
+       f"{b_hours:,.0f} core-h for 35% of 5e9"),
       ("stage d: concept count + prune", f"{prune_rate:,.0f} candidates/s", "negligible"),
       ("IRv2 labeler (this CPU, per core)", f"{irv2_per_core:,.2f} images/s",
        f"{irv2_hours:,.0f} core-h for {labeled:,.0f} images"),

@@ -41,7 +41,8 @@ def outcomes(settings: stages_lib.Settings, labels: str = "") -> dict[str, tuple
 def test_every_candidate_gets_its_stage_and_reason():
   found = outcomes(stages_lib.Settings())
   # Concept pruning is global (the builder runs it): per candidate, the pruned one is still a survivor here.
-  want = {key: (None, None) if stage == "concepts" else (stage, reason) for key, _, _, stage, reason in dummy.CANDIDATES}
+  want = {key: (None, None) if stage == "concepts" else (stage, reason)
+          for key, _, _, stage, reason in dummy.CANDIDATES}
   assert found == want
 
 
@@ -79,7 +80,8 @@ def test_image_filter_uses_original_size_and_scorer():
   config = image_filters.ImageFilterConfig()
   small = dummy.jpeg(1, 240, 220)
   assert image_filters.image_filter(small, {}, config) == ("too_small", (240, 220))
-  assert image_filters.image_filter(small, {"original_width": 960, "original_height": 880}, config) == (None, (960, 880))
+  resized = {"original_width": 960, "original_height": 880}  # img2dataset resized it: the original size counts
+  assert image_filters.image_filter(small, resized, config) == (None, (960, 880))
   good = dummy.jpeg(2)
   assert image_filters.image_filter(good, {}, config, scorer=lambda b: 0.7)[0] == "unsafe"
   assert image_filters.image_filter(good, {}, config, scorer=lambda b: 0.2)[0] is None

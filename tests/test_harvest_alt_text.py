@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import gzip
 import io
 import json
@@ -9,7 +10,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -51,7 +51,6 @@ def read_rows(path):
 
 
 def test_page_resolution_and_skips():
-  import collections
   counts = collections.Counter()
   rows = list(harvest.page_candidates(PAGE.decode(), "https://example.com/a/page.html", counts))
   assert rows == [
@@ -64,14 +63,14 @@ def test_page_resolution_and_skips():
 
 
 def test_base_href_applies_to_every_img_and_resolves_against_page():
-  import collections
   html = '<img src="a.jpg" alt="first one here"><head><base href="/static/v2/"></head><img src="b.jpg" alt="b b b">'
   rows = list(harvest.page_candidates(html, "http://site.org/x/y.html", collections.Counter()))
   assert rows == [("http://site.org/static/v2/a.jpg", "first one here"), ("http://site.org/static/v2/b.jpg", "b b b")]
 
 
 def test_warc_html_and_dedupe(tmp_path):
-  other = b'<html><img src="http://other.net/p.jpg" alt="A red car."><img src="/img/dog.jpg" alt="A dog runs on the beach."></html>'
+  other = (b'<html><img src="http://other.net/p.jpg" alt="A red car.">'
+           b'<img src="/img/dog.jpg" alt="A dog runs on the beach."></html>')
   write_warc(tmp_path / "crawl.warc.gz", [
       ("https://example.com/a/page.html", PAGE, "text/html; charset=utf-8", "response"),
       ("https://example.com/robots.txt", b"User-agent: *", "text/plain", "response"),
@@ -80,7 +79,8 @@ def test_warc_html_and_dedupe(tmp_path):
   ], gzip_=True)
   (tmp_path / "saved.html").write_bytes(
       b'<html><head><link rel="canonical" href="https://saved.example/page"></head>'
-      b'<img src="pic.jpg" alt="A saved picture."><img src="https://example.com/img/dog.jpg" alt="A dog runs on the beach."></html>')
+      b'<img src="pic.jpg" alt="A saved picture.">'
+      b'<img src="https://example.com/img/dog.jpg" alt="A dog runs on the beach."></html>')
   out = tmp_path / "candidates.tsv"
   counts = harvest.run([str(tmp_path / "*.warc.gz"), str(tmp_path / "*.html")], str(out))
   assert read_rows(out) == [

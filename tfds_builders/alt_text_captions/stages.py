@@ -366,7 +366,8 @@ def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: s
   results = (pipeline_input
              | "Shards" >> beam.Create(shards)
              | "OneShardPerWorker" >> beam.Reshuffle()
-             | "Stages" >> beam.ParDo(StagesFn(settings, labels, weights)).with_outputs("funnel", "shards", main="kept"))
+             | "Stages" >> beam.ParDo(StagesFn(settings, labels, weights)).with_outputs(
+                 "funnel", "shards", main="kept"))
   counts = (results.kept
             | "Concepts" >> beam.Map(lambda item: item[0].concepts)
             | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
