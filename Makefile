@@ -7,6 +7,11 @@ STAMP := $(VENV)/.capjax-installed
 WORKDIR ?= workdir/shapes
 DEMO_CONFIG ?= configs/t2t.py:shapes
 
+# img2dataset (the end-to-end test's downloader) pins webdataset<0.3, albumentations<2 and pandas<3: it gets a
+# virtualenv of its own rather than joining capjax's.
+I2D_VENV := .venv-img2dataset
+I2D_STAMP := $(I2D_VENV)/.installed
+
 .PHONY: demo test venv clean
 
 venv: $(STAMP)
@@ -22,8 +27,13 @@ $(STAMP): setup.cfg constraints.txt pyproject.toml
 demo: $(STAMP)
 	$(PY) -m capjax.main --config=$(DEMO_CONFIG) --workdir=$(WORKDIR)
 
-test: $(STAMP)
+$(I2D_STAMP):
+	test -x $(I2D_VENV)/bin/python || $(PYTHON) -m venv $(I2D_VENV)
+	$(I2D_VENV)/bin/pip install -q img2dataset==1.47.0
+	touch $(I2D_STAMP)
+
+test: $(STAMP) $(I2D_STAMP)
 	$(PY) -m pytest -q tests
 
 clean:
-	rm -rf $(VENV) workdir
+	rm -rf $(VENV) $(I2D_VENV) workdir

@@ -156,6 +156,7 @@ class Sample:
   image: bytes | None = None
   meta: dict[str, Any] | None = None
   truncated: bool = False
+  text: bytes | None = None  # KEY.txt, read only when asked (`with_text`): the caption img2dataset saw
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +215,7 @@ def _member_key(name: str) -> tuple[str, str] | None:
   return key, extension.lower()
 
 
-def _tar_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
+def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False) -> Iterator[Sample]:
   """The samples of a webdataset tar, read as a stream: members are never extracted, links never followed."""
   current: Sample | None = None
   try:
@@ -229,8 +230,8 @@ def _tar_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
           yield current
           current = None
         current = current or Sample(key)
-        if extension not in _IMAGE_EXTENSIONS and extension != "json":
-          continue  # KEY.txt (the caption img2dataset saw): the TSV is the source of truth
+        if extension not in _IMAGE_EXTENSIONS and extension != "json" and not (with_text and extension == "txt"):
+          continue  # KEY.txt (the caption img2dataset saw): for cc3m the TSV is the source of truth
         try:
           data = tar.extractfile(member).read()
         except (tarfile.ReadError, EOFError, OSError):
@@ -238,6 +239,8 @@ def _tar_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
           raise
         if extension == "json":
           current.meta = _json_or_none(data)
+        elif extension == "txt":
+          current.text = data
         else:
           current.image = data
   except (tarfile.ReadError, EOFError, OSError, tarfile.StreamError):
@@ -246,7 +249,7 @@ def _tar_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
     yield current
 
 
-def _file_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
+def _file_samples(path: str, counts: collections.Counter, with_text: bool = False) -> Iterator[Sample]:
   """The samples of img2dataset's files layout `NNNNN/KEY.jpg` + `KEY.json`; symlinks are not followed."""
   names: dict[str, list[tuple[epath.Path, str]]] = collections.defaultdict(list)  # key -> [(file, extension)]
   for full in sorted(epath.Path(path).iterdir()):
@@ -255,7 +258,7 @@ def _file_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
     if link or parsed is None or not full.is_file():
       counts["unsafe_member"] += link or parsed is None
       continue
-    if parsed[1] in _IMAGE_EXTENSIONS or parsed[1] == "json":
+    if parsed[1] in _IMAGE_EXTENSIONS or parsed[1] == "json" or (with_text and parsed[1] == "txt"):
       names[parsed[0]].append((full, parsed[1]))
   # Only the names are held for the whole folder; the bytes are read one sample at a time.
   for key, parts in names.items():
@@ -264,6 +267,8 @@ def _file_samples(path: str, counts: collections.Counter) -> Iterator[Sample]:
       data = full.read_bytes()
       if extension == "json":
         sample.meta = _json_or_none(data)
+      elif extension == "txt":
+        sample.text = data
       else:
         sample.image = data
     yield sample
@@ -329,6 +334,73 @@ def _example(fields: tuple[str, ...], url: str, sample: Sample, header: image_io
     example["mids"] = fields[3].split(",")
     example["confidences"] = np.asarray([float(c) for c in fields[4].split(",")], np.float32)
   return example
+
+
+# ------------------------------------------------------------------------------------------------ candidates
+
+
+@dataclasses.dataclass
+class Candidate:
+  """One row img2dataset was given, with or without its image: for datasets whose captions travel with the
+  shards (harvested alt-texts, LAION-style parquet) rather than in a released TSV to join."""
+  key: str
+  url: str
+  caption: str
+  image: bytes | None
+  meta: dict[str, Any]       # the .json (or parquet row): status, original_width/height, error_message, ...
+  status: str = "success"    # img2dataset's status; "truncated" when the shard ended inside the sample
+
+
+_PARQUET_COLUMNS = ("key", "url", "caption", "status", "error_message", "width", "height", "original_width",
+                    "original_height")
+
+
+def _read_parquet_rows(path: str) -> dict[str, dict[str, Any]] | None:
+  """key → row of img2dataset's sidecar (every input row of the shard, failures too), or None without it."""
+  if not epath.Path(path).exists():
+    return None
+  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+  with epath.Path(path).open("rb") as f:
+    table = pq.read_table(f)
+  columns = [c for c in _PARQUET_COLUMNS if c in table.column_names]
+  data = table.select(columns).to_pydict()
+  return {k: {c: data[c][i] for c in columns} for i, k in enumerate(data["key"]) if k}
+
+
+def shard_candidates(shard: str, counts: collections.Counter) -> Iterator[Candidate]:
+  """Every row of one shard: samples in stream order, then parquet rows without a sample (failed downloads, and
+  successes whose image is not in the shard: status `missing_image`). The caption is the sample's .txt, else its
+  .json or parquet `caption`. Shard-side counts (IMAGE_KEYS) go into `counts`."""
+  counts["shards"] += 1
+  rows = _read_parquet_rows(_parquet_path(shard))
+  if rows is None:
+    counts["shard_without_parquet"] += 1
+    rows = {}
+  samples = _tar_samples(shard, counts, True) if shard.endswith(".tar") else _file_samples(shard, counts, True)
+  seen: set[str] = set()
+  for sample in samples:
+    if sample.key in seen:
+      counts["duplicate_image"] += 1
+      continue
+    seen.add(sample.key)
+    meta = {**rows.get(sample.key, {}), **(sample.meta or {})}
+    caption = sample.text.decode("utf-8", "replace") if sample.text is not None else meta.get("caption")
+    url = meta.get("url")
+    if not isinstance(url, str) or not isinstance(caption, str):
+      counts["image_without_row"] += sample.image is not None
+      continue
+    status = "truncated" if sample.truncated else ("success" if sample.image is not None else
+                                                    meta.get("status") or "missing_image")
+    if sample.truncated:
+      meta["status"] = "truncated"
+    yield Candidate(sample.key, url, caption, sample.image if not sample.truncated else None, meta, status)
+  for key, row in rows.items():
+    if key in seen or not isinstance(row.get("url"), str):
+      continue
+    status = row.get("status") or "missing_image"
+    # img2dataset lists a success it wrote into the shard: a success without a sample lost its image.
+    yield Candidate(key, row["url"], row.get("caption") or "", None, row,
+                    "missing_image" if status == "success" else status)
 
 
 # ------------------------------------------------------------------------------------------------ report

@@ -19,6 +19,8 @@ _DATASET = flags.DEFINE_string("dataset", "synthetic_scenes",
 _CONFIG = flags.DEFINE_string("config", "", "Builder config (e.g. `tiny` for synthetic_scenes).")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data dir ('' -> $TFDS_DATA_DIR or ~/tensorflow_datasets).")
 _MANUAL_DIR = flags.DEFINE_string("manual_dir", "", "Where manually downloaded files are (datasets that need it).")
+_SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE for the builder config (repeatable; builders with a "
+                                 "config_from_settings, e.g. alt_text_captions).")
 
 
 def main(argv) -> None:
@@ -34,7 +36,19 @@ def main(argv) -> None:
   if module:
     importlib.import_module(module)
   name = dataset + (f"/{config_name}" if config_name else "")
-  builder = tfds.builder(name, data_dir=sources.default_data_dir({"data_dir": _DATA_DIR.value}))
+  kwargs = {}
+  if _SET.value:  # the builder turns --set items into a config of its own (and checks the keys)
+    from_settings = getattr(importlib.import_module(module), "config_from_settings", None) if module else None
+    if from_settings is None or config_name:
+      print(f"error: --set is not supported with --dataset={_DATASET.value} — drop --set, or use a dataset whose "
+            "builder takes settings (alt_text_captions)", file=sys.stderr)
+      sys.exit(2)
+    try:
+      kwargs["config"] = from_settings(_SET.value)
+    except ValueError as e:
+      print(f"error: {e}", file=sys.stderr)
+      sys.exit(2)
+  builder = tfds.builder(name, data_dir=sources.default_data_dir({"data_dir": _DATA_DIR.value}), **kwargs)
   config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
   try:
     builder.download_and_prepare(file_format="array_record", download_config=config)

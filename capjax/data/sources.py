@@ -29,6 +29,10 @@ KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
         "tfds_builders.cc3m",
         "download the Conceptual Captions TSVs and images (see tfds_builders/cc3m/README.md), then run "
         "`python -m capjax.data.build --dataset=cc3m --manual_dir=DIR --data_dir=DATA_DIR`"),
+    "alt_text_captions": (
+        "tfds_builders.alt_text_captions",
+        "harvest alt-texts and download their images with img2dataset (see tfds_builders/alt_text_captions/README.md), "
+        "then run `python -m capjax.data.build --dataset=alt_text_captions --manual_dir=DIR --data_dir=DATA_DIR`"),
 }
 
 

@@ -1,0 +1,211 @@
+"""The alt_text_captions builder over dummy_data/: the TFDS contract, each stage's rejects with their reasons, the
+funnel in metadata, the labels cross filter, --set settings (and their errors) through capjax.data.build.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import tensorflow_datasets as tfds
+
+from capjax.image import filters as image_filters
+from tfds_builders import img2dataset as i2d
+from tfds_builders.alt_text_captions import alt_text_captions_dataset_builder as builder_lib
+from tfds_builders.alt_text_captions import make_dummy_data as dummy
+from tfds_builders.alt_text_captions import stages as stages_lib
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DUMMY = REPO / "tfds_builders" / "alt_text_captions" / "dummy_data"
+KEPT = [key for key, _, _, stage, _ in dummy.CANDIDATES if stage is None]
+
+
+class AltTextCaptionsTest(tfds.testing.DatasetBuilderTestCase):
+  DATASET_CLASS = builder_lib.Builder
+  BUILDER_CONFIG_NAMES_TO_TEST = ["paper"]
+  SPLITS = {"train": len(KEPT)}
+  SKIP_CHECKSUMS = True
+
+
+def outcomes(settings: stages_lib.Settings, labels: str = "") -> dict[str, tuple[str | None, str | None]]:
+  stages = stages_lib.Stages(settings, labels)
+  counts: collections.Counter = collections.Counter()
+  return {o.key: (o.stage, o.reason) for shard in i2d.list_shards(os.fspath(DUMMY))
+          for o, _ in stages_lib.shard_outcomes(shard, stages, counts)}
+
+
+def test_every_candidate_gets_its_stage_and_reason():
+  found = outcomes(stages_lib.Settings())
+  # Concept pruning is global (the builder runs it): per candidate, the pruned one is still a survivor here.
+  want = {key: (None, None) if stage == "concepts" else (stage, reason)
+          for key, _, _, stage, reason in dummy.CANDIDATES}
+  assert found == want
+
+
+def test_truncated_shard_and_shard_without_parquet_are_counted(tmp_path):
+  import shutil
+  from tfds_builders.cc3m.make_dummy_data import cut_last_member
+  shutil.copytree(DUMMY, tmp_path / "manual")
+  cut_last_member(tmp_path / "manual" / "00000.tar")  # inside the last member of the webdataset shard
+  (tmp_path / "manual" / "00001.parquet").unlink()
+  stages = stages_lib.Stages(stages_lib.Settings())
+  counts: collections.Counter = collections.Counter()
+  found = {o.key: (o.stage, o.reason) for shard in i2d.list_shards(os.fspath(tmp_path / "manual"))
+           for o, _ in stages_lib.shard_outcomes(shard, stages, counts)}
+  assert found["000000018"] == ("image", "truncated")  # its .txt was the member cut
+  assert found["000000017"] == ("hypernym", "unresolved_entity")  # the samples before the cut are read
+  assert found["000010000"] == (None, None)  # the files shard still reads its .json and .txt
+  assert counts["truncated_shard"] == 1 and counts["shard_without_parquet"] == 1
+  assert len(found) == len(dummy.CANDIDATES)
+
+
+def test_cross_filter_with_labels_file():
+  settings = stages_lib.parse_settings(["cross_filter=labels", "labels_file=labels.tsv"])
+  found = outcomes(settings, os.fspath(DUMMY / dummy.LABELS_TSV))
+  assert found["000000000"] == (None, None)  # dog ~ "A dog runs"
+  assert found["000000001"] == (None, None)  # child ~ "children" by lemma
+  assert found["000000002"] == ("cross", "no_label_overlap")  # vehicle, wheel vs "a red car"
+  assert found["000010002"] == ("cross", "no_label_overlap")  # dog, pet vs a cat
+  assert found["000000017"] == ("cross", "no_label_overlap")  # checked before the hypernym repair
+  assert found["000000018"] == (None, None)  # premiere
+  assert found["000000014"] == ("text", "boilerplate_only")  # text before cross
+  assert found["000010001"] == (None, None) and found["000010000"] == (None, None)
+
+
+def test_image_filter_uses_original_size_and_scorer():
+  config = image_filters.ImageFilterConfig()
+  small = dummy.jpeg(1, 240, 220)
+  assert image_filters.image_filter(small, {}, config) == ("too_small", (240, 220))
+  resized = {"original_width": 960, "original_height": 880}  # img2dataset resized it: the original size counts
+  assert image_filters.image_filter(small, resized, config) == (None, (960, 880))
+  good = dummy.jpeg(2)
+  assert image_filters.image_filter(good, {}, config, scorer=lambda b: 0.7)[0] == "unsafe"
+  assert image_filters.image_filter(good, {}, config, scorer=lambda b: 0.2)[0] is None
+  assert image_filters.image_filter(dummy.bomb(), {}, config)[0] == "decompression_bomb"
+  assert image_filters.image_filter(dummy.bomb(12_000, 9_000), {}, config)[0] == "decompression_bomb"  # under 2x
+  assert len(dummy.bomb()) < 2_000
+  assert image_filters.load_scorer("") is None and image_filters.load_scorer("os.path:getsize") is os.path.getsize
+  with pytest.raises(ValueError, match="package.module:function"):
+    image_filters.load_scorer("no_such_module:f")
+
+
+def test_settings_parse_and_reject():
+  s = stages_lib.parse_settings(["min_side=300", "max_aspect_ratio=3", "filters.max_chars=500",
+                                 "hypernyms.discard_unresolved=false", "min_concept_count=0"])
+  assert (s.min_side, s.max_aspect_ratio, s.min_concept_count) == (300, 3.0, 0)
+  config = s.pipeline_config()
+  assert config.filters.max_chars == 500 and config.hypernyms.discard_unresolved is False
+  with pytest.raises(ValueError, match="unknown setting 'min_size': valid keys are min_side, max_aspect_ratio"):
+    stages_lib.parse_settings(["min_size=3"])
+  with pytest.raises(ValueError, match="cross_filter=labels needs"):
+    stages_lib.parse_settings(["cross_filter=labels"])
+  with pytest.raises(ValueError, match="choose one of irv2, labels, none"):
+    stages_lib.parse_settings(["cross_filter=clip"])
+  assert builder_lib.config_from_settings([]).name == "paper"
+  assert builder_lib.config_from_settings(["min_side=300"]).name.startswith("custom_")
+
+
+def build(data_dir: pathlib.Path, items=()) -> tfds.core.DatasetBuilder:
+  config = builder_lib.config_from_settings(list(items))
+  builder = builder_lib.Builder(config=config, data_dir=data_dir)
+  builder.download_and_prepare(file_format="array_record",
+                               download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(DUMMY)))
+  return tfds.builder(f"alt_text_captions/{config.name}", data_dir=data_dir)
+
+
+@pytest.fixture(scope="module")
+def paper_build(tmp_path_factory) -> tfds.core.DatasetBuilder:
+  return build(tmp_path_factory.mktemp("paper"))
+
+
+def test_funnel_and_examples(paper_build):
+  builder = paper_build
+  funnel = builder.info.metadata["funnel"]
+  assert funnel == [
+      {"stage": "image", "in": 22, "out": 11, "reasons": {
+          "aspect_ratio": 1, "decompression_bomb": 1, "download_failed": 1, "missing_image": 1, "not_jpeg": 1,
+          "not_rgb": 1, "too_small": 3, "truncated": 1, "undecodable": 1}},
+      {"stage": "text", "in": 11, "out": 8, "reasons": {"all_caps": 1, "boilerplate_only": 1, "too_short": 1}},
+      {"stage": "cross", "in": 8, "out": 8, "reasons": {}},
+      {"stage": "hypernym", "in": 8, "out": 7, "reasons": {"unresolved_entity": 1}},
+      {"stage": "concepts", "in": 7, "out": 6, "reasons": {"rare_concept": 1}},
+  ]
+  assert builder.info.metadata["settings"]["min_side"] == 400
+  assert builder.info.metadata["shards"]["shards"] == 2
+  table = stages_lib.format_funnel(funnel).splitlines()
+  assert table[1].split()[:5] == ["image", "22", "11", "50%", ">"] and "> 65% discarded" in table[1]
+  assert table[5].endswith("~55% removed              rare_concept 1")
+  source = builder.as_data_source(split="train")
+  records = sorted((source[i] for i in range(len(source))), key=lambda r: r["key"])
+  assert [r["key"].decode() for r in records] == KEPT
+  first = records[0]
+  assert first["caption"].decode() == "a dog runs along the beach ."
+  assert first["alt_text"].decode() == "A dog runs along the beach."
+  assert [c.decode() for c in first["captions"]] == ["a dog runs along the beach ."]
+  assert first["url"].decode() == dummy.url("000000000") and first["image"].shape == (440, 480, 3)
+
+
+def test_settings_change_the_build(tmp_path):
+  builder = build(tmp_path, ["min_concept_count=0", "cross_filter=labels", "labels_file=labels.tsv"])
+  funnel = {e["stage"]: e for e in builder.info.metadata["funnel"]}
+  assert funnel["cross"]["reasons"] == {"no_label_overlap": 3}
+  assert funnel["concepts"]["reasons"] == {}
+  source = builder.as_data_source(split="train")
+  records = {source[i]["key"].decode(): source[i] for i in range(len(source))}
+  assert sorted(records) == ["000000000", "000000001", "000000018", "000010000", "000010001"]
+  assert [c.decode() for c in records["000000018"]["concepts"]] == ["actor"]
+  assert [c.decode() for c in records["000000000"]["labels"]] == ["dog", "sand", "beach"]
+  assert builder.info.metadata["settings"]["cross_filter"] == "labels"
+
+
+def run_build(*args):
+  env = dict(os.environ, PYTHONPATH=os.fspath(REPO))
+  return subprocess.run([sys.executable, "-m", "capjax.data.build", "--dataset=alt_text_captions", *args],
+                        capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+
+
+def test_build_cli_set_errors(tmp_path):
+  for args, expected in (
+      (["--set=min_size=3"], "error: unknown setting 'min_size': valid keys are min_side"),
+      (["--set=cross_filter=labels"], "error: cross_filter=labels needs"),
+      (["--set=cross_filter=labels", "--set=labels_file=nope.tsv"], "error: labels_file"),
+  ):
+    result = run_build(f"--manual_dir={DUMMY}", f"--data_dir={tmp_path}", *args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(expected), result.stderr[-2000:]
+  result = run_build(f"--manual_dir={tmp_path / 'empty'}", f"--data_dir={tmp_path}")
+  assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def raw_records(builder) -> dict[str, dict]:
+  source = tfds.data_source(builder.info.full_name.split("/")[0] + "/" + builder.builder_config.name,
+                            data_dir=builder.data_dir_root, split="train",
+                            decoders={"image": tfds.decode.SkipDecoding()})
+  return {source[i]["key"].decode(): source[i] for i in range(len(source))}
+
+
+def test_beam_direct_runner_two_workers_matches_plain_path(paper_build, tmp_path):
+  pytest.importorskip("apache_beam")
+  plain = paper_build
+  env = dict(os.environ, PYTHONPATH=os.fspath(REPO))
+  proc = subprocess.run(
+      [os.path.join(os.path.dirname(sys.executable), "tfds"), "build", "tfds_builders/alt_text_captions",
+       f"--manual_dir={DUMMY}", f"--data_dir={tmp_path / 'beam'}", "--file_format=array_record",
+       "--beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"],
+      capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  beam_built = tfds.builder("alt_text_captions/paper", data_dir=tmp_path / "beam")
+  assert beam_built.info.metadata["funnel"] == plain.info.metadata["funnel"]
+  assert beam_built.info.metadata["shards"] == plain.info.metadata["shards"]
+  want, got = raw_records(plain), raw_records(beam_built)
+  assert sorted(got) == sorted(want) == KEPT
+  def as_list(value):
+    return value.tolist() if hasattr(value, "tolist") else value
+
+  for key, record in want.items():
+    for feature in ("image", "caption", "alt_text", "url", "concepts", "labels", "captions"):
+      assert as_list(got[key][feature]) == as_list(record[feature]), (key, feature)

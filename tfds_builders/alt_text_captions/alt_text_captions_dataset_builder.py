@@ -1,0 +1,179 @@
+"""The `alt_text_captions` TFDS builder: harvested alt-text candidates that img2dataset downloaded, through the
+paper's image, text, image-text, hypernym and concept stages, with a funnel of where every candidate went.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import tensorflow_datasets as tfds
+from etils import epath
+from tensorflow_datasets.core import utils as tfds_utils
+
+from tfds_builders import img2dataset as i2d
+from tfds_builders.alt_text_captions import stages as stages_lib
+
+_INSTRUCTIONS_POINTER = "see tfds_builders/alt_text_captions/README.md"
+
+MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+The manual dir is img2dataset's output folder for a harvested candidates TSV:
+
+  python -m capjax.tools.harvest_alt_text --input='crawl/*.warc.gz' --output=candidates.tsv
+  img2dataset --url_list candidates.tsv --input_format tsv --url_col url --caption_col caption \\
+      --save_additional_columns '["page_url"]' --output_format webdataset --output_folder DIR \\
+      --resize_mode no --disable_all_reencoding True --enable_wandb False
+
+DIR then holds NNNNN.tar + NNNNN.parquet (or NNNNN/ folders with --output_format files). A labels file for
+`--set=cross_filter=labels` (CC3M image-labels TSV format) may sit in DIR too.
+"""
+
+
+class ManualDataError(FileNotFoundError):
+  """The manual dir, its shards or a file a setting names is not there."""
+
+
+@dataclasses.dataclass(eq=False)
+class AltTextConfig(tfds.core.BuilderConfig):
+  settings: stages_lib.Settings = stages_lib.Settings()
+
+
+def config_from_settings(items: Sequence[str]) -> AltTextConfig:
+  """`--set=KEY=VALUE` items → a config. The defaults are config `paper`; other settings get a config of their own
+  (`custom_HASH`), so a build with other thresholds never overwrites or reuses the paper's. Raises ValueError."""
+  settings = stages_lib.parse_settings(items)
+  if settings == stages_lib.Settings():
+    return Builder.BUILDER_CONFIGS[0]
+  digest = hashlib.sha1(json.dumps(settings.as_dict(), sort_keys=True).encode()).hexdigest()[:8]
+  return AltTextConfig(name=f"custom_{digest}", description=f"paper stages with {', '.join(items)}",
+                       settings=settings)
+
+
+class Builder(tfds.core.GeneratorBasedBuilder):
+  """Conceptual-Captions-style pairs from harvested alt-texts (Sharma et al. 2018, section 3)."""
+
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "The paper's stages over img2dataset shards of harvested alt-texts, with a funnel."}
+  MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
+  BUILDER_CONFIGS = [AltTextConfig(name="paper", description="The paper's thresholds; cross filter off.")]
+  DEFAULT_CONFIG_NAME = "paper"
+
+  @tfds_utils.classproperty
+  @classmethod
+  def code_path(cls) -> epath.Path:
+    return epath.Path(__file__)
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    features = {
+        "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg",
+                                     doc="The JPEG bytes as downloaded, never re-encoded."),
+        "caption": tfds.features.Text(doc="The hypernymized caption, CC3M form."),
+        "captions": tfds.features.Sequence(tfds.features.Text(), doc="[caption]: the references field."),
+        "alt_text": tfds.features.Text(doc="The alt-text as harvested."),
+        "url": tfds.features.Text(),
+        "key": tfds.features.Text(doc="img2dataset's key of the image."),
+        "concepts": tfds.features.Sequence(tfds.features.Text(), doc="Concepts hypernymization resolved."),
+        "labels": tfds.features.Sequence(tfds.features.Text(), doc="The labeler's labels (none without one)."),
+    }
+    return self.dataset_info_from_configs(
+        features=tfds.features.FeaturesDict(features),
+        homepage="https://ai.google.com/research/ConceptualCaptions/",
+        metadata=tfds.core.MetadataDict(),
+    )
+
+  def _download_and_prepare(self, dl_manager, download_config):  # pylint: disable=arguments-differ
+    self._funnel: list[dict[str, Any]] = []
+    self._shard_counts: dict[str, int] = {}
+    self._generated = True
+    self._use_beam = download_config.beam_runner is not None or download_config.beam_options is not None
+    self._beam_counts = ""
+    result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
+    if self._beam_counts:  # the Beam pipeline has run by now: its summed counts are in one JSON file
+      counts_file = epath.Path(self._beam_counts)
+      counts = json.loads(counts_file.read_text()) if counts_file.exists() else {}
+      self._funnel[:] = stages_lib.funnel_from_counts(counts).to_list()
+      self._shard_counts.update({k.removeprefix("shard/"): n for k, n in counts.items() if k.startswith("shard/")})
+      counts_file.unlink(missing_ok=True)
+    # Set before download_and_prepare writes dataset_info: metadata.json is written with it.
+    self.info.metadata["funnel"] = self._funnel
+    self.info.metadata["shards"] = self._shard_counts
+    self.info.metadata["settings"] = self.builder_config.settings.as_dict()
+    return result
+
+  def _post_download_and_prepare_hook(self) -> None:
+    if getattr(self, "_generated", False):
+      print(stages_lib.format_funnel(self.info.metadata["funnel"]), flush=True)
+
+  def _manual_paths(self, dl_manager) -> tuple[list[str], str, str]:
+    try:
+      manual_dir = epath.Path(dl_manager.manual_dir)
+    except AssertionError as e:
+      first = str(e).split(". ")[0]
+      raise ManualDataError(f"{first}: put img2dataset's output for the harvested candidates there "
+                            f"({_INSTRUCTIONS_POINTER}) and pass it with --manual_dir") from e
+    shards = i2d.list_shards(os.fspath(manual_dir))
+    if not shards:
+      raise ManualDataError(f"{manual_dir} holds no img2dataset shard (NNNNN.tar or NNNNN/): run img2dataset with "
+                            f"--output_folder={manual_dir} ({_INSTRUCTIONS_POINTER})")
+    settings = self.builder_config.settings
+    labels = weights = ""
+    if settings.cross_filter == "irv2":
+      weights = os.fspath(manual_dir / settings.labeler_weights)
+      if not os.path.isfile(os.path.join(weights, "metadata.json")):
+        raise ManualDataError(f"labeler_weights {weights} holds no converted weights: convert Inception-ResNet-v2 "
+                              "with its ImageNet head by `python -m capjax.tools.convert_weights` first")
+    if settings.cross_filter == "labels":
+      labels = os.fspath(manual_dir / settings.labels_file)
+      if not os.path.isfile(labels):
+        raise ManualDataError(f"labels_file {labels} does not exist: give a CC3M image-labels TSV "
+                              "(--set=labels_file=FILE, relative to the manual dir)")
+    return shards, labels, weights
+
+  def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+    shards, labels, weights = self._manual_paths(dl_manager)
+    if getattr(self, "_use_beam", False):
+      folder = epath.Path(self._data_dir_root) / ".alt_text_captions_counts"
+      folder.mkdir(parents=True, exist_ok=True)
+      self._beam_counts = os.fspath(folder / f"train-{uuid.uuid4().hex}.json")
+      return {"train": stages_lib.beam_transform(shards, self.builder_config.settings, labels, weights,
+                                                  self._beam_counts)}
+    return {"train": self._generate_examples(shards, labels, weights)}
+
+  def _generate_examples(self, shards: list[str], labels: str,
+                         weights: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Two passes: stages a-c per shard while counting concepts (survivors kept as small records, no images),
+    then pruning, with each shard read again for the survivors' images."""
+    settings = self.builder_config.settings
+    stages = stages_lib.Stages(settings, labels, weights)
+    funnel = stages_lib.Funnel()
+    counts: collections.Counter = collections.Counter()
+    survivors: dict[str, dict[str, stages_lib.Outcome]] = {}
+    concept_counts: collections.Counter = collections.Counter()
+    for shard in shards:
+      kept = survivors.setdefault(shard, {})
+      for outcome, _ in stages_lib.shard_outcomes(shard, stages, counts):
+        funnel.add(outcome.stage, outcome.reason)
+        if outcome.stage is None:
+          kept[outcome.key] = outcome
+          concept_counts.update(set(outcome.concepts))
+    for shard in shards:
+      kept = survivors[shard]
+      if not kept:
+        continue
+      for candidate in i2d.shard_candidates(shard, collections.Counter()):
+        outcome = kept.pop(candidate.key, None)
+        if outcome is None:
+          continue
+        reason = stages_lib.concept_reason(outcome.concepts, concept_counts, settings.min_concept_count)
+        if reason is not None:
+          funnel.drop_later("concepts", reason)
+          continue
+        yield outcome.key, stages_lib.example(outcome, candidate.image)
+    self._funnel[:] = funnel.to_list()
+    self._shard_counts.update(dict(sorted(counts.items())))

@@ -1,0 +1,388 @@
+"""The alt_text_captions stages in the paper's order (image, text, cross, hypernym, concepts), each a pure
+function giving a reason code, plus the settings `--set` may change and the funnel that counts every candidate.
+
+Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from capjax.image import filters as image_filters
+from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
+from capjax.text.filters import STAGES as TEXT_STAGES
+from tfds_builders import img2dataset as i2d
+
+STAGE_NAMES = ("image", "text", "cross", "hypernym", "concepts")
+# The paper's figure for each stage (Sharma et al. 2018, section 3), printed beside the build's own.
+PAPER_FIGURES = {
+    "image": "> 65% discarded",
+    "text": "~3% of the rest survive",
+    "cross": "~60% removed",
+    "hypernym": "~20% removed",
+    "concepts": "~55% removed",
+}
+CROSS_FILTERS = ("irv2", "labels", "none")
+_HYPERNYM_REASONS = frozenset(str(r) for r in TEXT_STAGES["hypernymization"])
+
+
+# ------------------------------------------------------------------------------------------------ settings
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """What `--set=KEY=VALUE` may change; recorded in the dataset's metadata."""
+
+  min_side: int = 400  # both original sides must exceed this
+  max_aspect_ratio: float = 2.0  # larger side / smaller side
+  max_pixels: int = image_filters.ImageFilterConfig.max_pixels  # header size above this: decompression bomb
+  unsafe_scorer: str = ""  # package.module:function (JPEG bytes → score in [0, 1]); '' for none
+  unsafe_threshold: float = 0.5
+  cross_filter: str = "none"  # irv2 (labeler_weights) | labels (a CC3M image-labels TSV in labels_file) | none
+  labels_file: str = ""  # relative to the manual dir, or absolute
+  labeler_weights: str = ""  # Inception-ResNet-v2 with its ImageNet head, from capjax.tools.convert_weights
+  labeler_top_k: int = 5  # ImageNet classes per image, most likely first
+  labeler_threshold: float = 0.1  # a class's softmax probability must reach this
+  labeler_min_depth: int = 6  # hypernyms nearer WordNet's root ("object", "whole", "organism") are not labels
+  min_concept_count: int = 100  # pairs with a concept seen in this many pairs or fewer are dropped
+  text: tuple[tuple[str, Any], ...] = ()  # ("filters.max_chars", 1000), ("hypernyms.min_tokens", 3), ...
+
+  def image_config(self) -> image_filters.ImageFilterConfig:
+    return image_filters.ImageFilterConfig(self.min_side, self.max_aspect_ratio, self.max_pixels,
+                                           self.unsafe_threshold)
+
+  def pipeline_config(self) -> PipelineConfig:
+    groups: dict[str, dict[str, Any]] = {"filters": {}, "hypernyms": {}}
+    for key, value in self.text:
+      group, _, field = key.partition(".")
+      groups[group][field] = value
+    return PipelineConfig(FilterConfig(**groups["filters"]), HypernymConfig(**groups["hypernyms"]),
+                          self.min_concept_count)
+
+  def as_dict(self) -> dict[str, Any]:
+    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "text"}
+    d.update({k: list(v) if isinstance(v, tuple) else v for k, v in self.text})
+    return d
+
+
+def _text_fields() -> dict[str, Any]:
+  """`filters.FIELD` and `hypernyms.FIELD` of capjax.text's configs, with their defaults."""
+  fields = {}
+  for prefix, cls in (("filters", FilterConfig), ("hypernyms", HypernymConfig)):
+    for f in dataclasses.fields(cls):
+      fields[f"{prefix}.{f.name}"] = f.default
+  return fields
+
+
+def valid_keys() -> list[str]:
+  return [f.name for f in dataclasses.fields(Settings) if f.name != "text"] + list(_text_fields())
+
+
+def _convert(key: str, text: str, default: Any) -> Any:
+  if isinstance(default, bool):
+    if text.lower() not in ("true", "false", "1", "0"):
+      raise ValueError(f"--set={key}={text}: give true or false")
+    return text.lower() in ("true", "1")
+  if isinstance(default, tuple):
+    return tuple(w.strip() for w in text.split(",") if w.strip())
+  if default is None:
+    return text or None
+  try:
+    return type(default)(text)
+  except ValueError as e:
+    raise ValueError(f"--set={key}={text}: expected a {type(default).__name__}") from e
+
+
+def parse_settings(items: Sequence[str]) -> Settings:
+  """`KEY=VALUE` strings → Settings. Raises ValueError naming the valid keys for an unknown one."""
+  base = {f.name: f.default for f in dataclasses.fields(Settings) if f.name != "text"}
+  text_defaults = _text_fields()
+  values: dict[str, Any] = {}
+  text: dict[str, Any] = {}
+  for item in items:
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep:
+      raise ValueError(f"--set={item} has no '=': write --set=KEY=VALUE")
+    if key in base:
+      values[key] = _convert(key, value, base[key])
+    elif key in text_defaults:
+      text[key] = _convert(key, value, text_defaults[key])
+    else:
+      raise ValueError(f"unknown setting {key!r}: valid keys are {', '.join(valid_keys())}")
+  settings = Settings(**values, text=tuple(sorted(text.items())))
+  if settings.cross_filter not in CROSS_FILTERS:
+    raise ValueError(f"cross_filter={settings.cross_filter}: choose one of {', '.join(CROSS_FILTERS)}")
+  if settings.cross_filter == "irv2" and not settings.labeler_weights:
+    raise ValueError("cross_filter=irv2 needs --set=labeler_weights=DIR (converted by capjax.tools.convert_weights)")
+  if settings.cross_filter == "labels" and not settings.labels_file:
+    raise ValueError("cross_filter=labels needs --set=labels_file=FILE (a CC3M image-labels TSV)")
+  return settings
+
+
+# ------------------------------------------------------------------------------------------------ funnel
+
+
+class Funnel:
+  """Per stage, how many candidates it dropped for which reason; in/out follow from the stage order."""
+
+  def __init__(self, total: int = 0, reasons: Mapping[str, Mapping[str, int]] | None = None):
+    self.total = total
+    self.reasons = {s: collections.Counter((reasons or {}).get(s, {})) for s in STAGE_NAMES}
+
+  def add(self, stage: str | None, reason: str | None) -> None:
+    self.total += 1
+    if stage is not None:
+      self.reasons[stage][reason] += 1
+
+  def drop_later(self, stage: str, reason: str) -> None:
+    self.reasons[stage][reason] += 1
+
+  def merge(self, other: Funnel) -> Funnel:
+    merged = Funnel(self.total + other.total)
+    for s in STAGE_NAMES:
+      merged.reasons[s] = self.reasons[s] + other.reasons[s]
+    return merged
+
+  def to_list(self) -> list[dict[str, Any]]:
+    remaining, out = self.total, []
+    for stage in STAGE_NAMES:
+      reasons = dict(sorted(self.reasons[stage].items()))
+      dropped = sum(reasons.values())
+      out.append({"stage": stage, "in": remaining, "out": remaining - dropped, "reasons": reasons})
+      remaining -= dropped
+    return out
+
+
+def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
+  """The funnel as a table, with the paper's figure beside each stage."""
+  lines = [f"{'stage':<10}{'in':>10}{'out':>10}{'dropped':>9}   {'paper':<26}reasons"]
+  for entry in funnel:
+    dropped = entry["in"] - entry["out"]
+    share = f"{dropped / entry['in']:.0%}" if entry["in"] else "–"
+    reasons = ", ".join(f"{r} {n}" for r, n in entry["reasons"].items())
+    lines.append(f"{entry['stage']:<10}{entry['in']:>10,}{entry['out']:>10,}{share:>9}   "
+                 f"{PAPER_FIGURES[entry['stage']]:<26}{reasons}".rstrip())
+  return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ stages
+
+
+def read_labels_file(path: str) -> dict[str, tuple[str, ...]]:
+  """url → labels of a CC3M image-labels TSV (caption, url, labels, mids, confidences; labels comma-separated)."""
+  labels: dict[str, tuple[str, ...]] = {}
+  with open(path, encoding="utf-8", errors="replace") as f:
+    for line in f:
+      fields = line.rstrip("\r\n").split("\t")
+      if len(fields) >= 3 and fields[1]:
+        labels.setdefault(fields[1], tuple(l.strip() for l in fields[2].split(",") if l.strip()))
+  return labels
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer():
+  from nltk.stem.porter import PorterStemmer  # pylint: disable=g-import-not-at-top
+  return PorterStemmer()
+
+
+def word_forms(word: str, lemma: str) -> set[str]:
+  """The forms a label and a caption token may share: lowercase word, lemma, Porter stem of either."""
+  word, lemma = word.lower(), lemma.lower()
+  stem = _stemmer().stem
+  return {word, lemma, stem(word), stem(lemma)}
+
+
+def cross_filter(labels: Sequence[str], caption_forms: set[str], annotator) -> str | None:
+  """None when some label matches the caption (every word of the label, by word, lemma or stem); else the
+  reason: no_labels (the labeler gave the image none) or no_label_overlap."""
+  if not labels:
+    return "no_labels"
+  for label in labels:
+    words = label.lower().replace("_", " ").split()
+    if words and all(word_forms(w, annotator.lemma(w, "NOUN")) & caption_forms for w in words):
+      return None
+  return "no_label_overlap"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+  """Where one candidate went: the stage and reason that dropped it, or its example fields (image aside)."""
+  key: str
+  stage: str | None
+  reason: str | None
+  caption: str = ""
+  alt_text: str = ""
+  url: str = ""
+  concepts: tuple[str, ...] = ()
+  labels: tuple[str, ...] = ()
+
+
+class Stages:
+  """Stages a to c (and the hypernym repair) for one candidate at a time; holds NLTK resources and the labeler.
+  Build one per process (a Beam DoFn builds it in `setup`)."""
+
+  def __init__(self, settings: Settings, labels_path: str = "", weights_path: str = ""):
+    from capjax.text.pipeline import TextPipeline  # pylint: disable=g-import-not-at-top
+    self.settings = settings
+    self.image_config = settings.image_config()
+    self.scorer = image_filters.load_scorer(settings.unsafe_scorer)
+    self.text = TextPipeline(settings.pipeline_config())
+    self.labels = read_labels_file(labels_path) if settings.cross_filter == "labels" else None
+    self.labeler = None
+    if settings.cross_filter == "irv2":
+      from capjax.image.labeler import Irv2Labeler  # pylint: disable=g-import-not-at-top
+      self.labeler = Irv2Labeler(weights_path, settings.labeler_top_k, settings.labeler_threshold,
+                                 settings.labeler_min_depth)
+
+  def caption_forms(self, alt_text: str) -> set[str]:
+    from capjax.text.annotate import normalize_text  # pylint: disable=g-import-not-at-top
+    from capjax.text.boilerplate import strip_boilerplate  # pylint: disable=g-import-not-at-top
+    annotation = self.text.annotator.annotate(strip_boilerplate(normalize_text(alt_text)))
+    forms: set[str] = set()
+    for token, lemma in zip(annotation.tokens, annotation.lemmas):
+      forms |= word_forms(token, lemma)
+    return forms
+
+  def __call__(self, candidate: i2d.Candidate) -> Outcome:
+    reason, _ = image_filters.image_filter(candidate.image, candidate.meta, self.image_config, self.scorer)
+    if reason is not None:
+      return Outcome(candidate.key, "image", reason)
+    record = self.text.process(candidate.key, candidate.caption)
+    if record.reason is not None and record.reason not in _HYPERNYM_REASONS:
+      return Outcome(candidate.key, "text", record.reason)
+    labels: tuple[str, ...] = ()
+    if self.labels is not None or self.labeler is not None:
+      labels = self.labels.get(candidate.url, ()) if self.labels is not None else self.labeler.labels(candidate.image)
+      reason = cross_filter(labels, self.caption_forms(candidate.caption), self.text.annotator)
+      if reason is not None:
+        return Outcome(candidate.key, "cross", reason)
+    if record.reason is not None:  # the paper repairs (hypernymizes) after the cross filter
+      return Outcome(candidate.key, "hypernym", record.reason)
+    return Outcome(candidate.key, None, None, record.caption, candidate.caption, candidate.url, record.concepts,
+                   labels)
+
+
+def example(outcome: Outcome, image: bytes) -> dict[str, Any]:
+  return {"image": image, "caption": outcome.caption, "captions": [outcome.caption], "alt_text": outcome.alt_text,
+          "url": outcome.url, "key": outcome.key, "concepts": list(outcome.concepts), "labels": list(outcome.labels)}
+
+
+def shard_outcomes(shard: str, stages: Stages, counts: collections.Counter) -> Iterator[tuple[Outcome, bytes | None]]:
+  """Every candidate of one shard through stages a-c, with its image bytes when it survived."""
+  for candidate in i2d.shard_candidates(shard, counts):
+    outcome = stages(candidate)
+    yield outcome, candidate.image if outcome.stage is None else None
+
+
+def concept_reason(concepts: Iterable[str], counts: Mapping[str, int], min_count: int) -> str | None:
+  from capjax.text import concepts as concepts_lib  # pylint: disable=g-import-not-at-top
+  reason = concepts_lib.prune(concepts, counts, min_count)
+  return None if reason is None else str(reason)
+
+
+# ------------------------------------------------------------------------------------------------ Beam
+
+
+def _funnel_counter(outcome: Outcome) -> collections.Counter:
+  """A candidate's contribution to the funnel, as a Counter Beam can sum: 'total' and 'STAGE:REASON'."""
+  counter = collections.Counter(total=1)
+  if outcome.stage is not None:
+    counter[f"{outcome.stage}:{outcome.reason}"] += 1
+  return counter
+
+
+def funnel_from_counts(counts: Mapping[str, int]) -> Funnel:
+  funnel = Funnel(counts.get("total", 0))
+  for key, n in counts.items():
+    if ":" in key:
+      stage, _, reason = key.partition(":")
+      funnel.reasons[stage][reason] += n
+  return funnel
+
+
+def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
+  total: collections.Counter = collections.Counter()
+  for counter in counters:
+    total.update(counter)
+  return total
+
+
+def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
+  """One work item per shard; stages a-c in a DoFn holding NLTK and the labeler (loaded once per worker in
+  setup); concept counts by CombineGlobally, applied to the survivors as a side input."""
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from capjax.text import concepts as concepts_lib  # pylint: disable=g-import-not-at-top
+
+  class StagesFn(beam.DoFn):
+    def __init__(self, settings: Settings, labels: str, weights: str):
+      super().__init__()
+      self._settings, self._labels, self._weights = settings, labels, weights
+      self._stages: Stages | None = None
+
+    def setup(self):
+      # NLTK resources, caches and the labeler's weights: once per worker.
+      self._stages = Stages(self._settings, self._labels, self._weights)
+
+    def process(self, shard: str):
+      counts: collections.Counter = collections.Counter()
+      for outcome, image in shard_outcomes(shard, self._stages, counts):
+        yield beam.pvalue.TaggedOutput("funnel", _funnel_counter(outcome))
+        if outcome.stage is None:
+          yield outcome, image
+      yield beam.pvalue.TaggedOutput("shards", counts)
+
+  class ConceptCountsFn(beam.CombineFn):
+    """capjax.text's ConceptCounts as a beam.CombineFn."""
+    def __init__(self):
+      super().__init__()
+      self._fn = concepts_lib.ConceptCounts()
+
+    def create_accumulator(self):
+      return self._fn.create_accumulator()
+
+    def add_input(self, accumulator, concepts):
+      return self._fn.add_input(accumulator, concepts)
+
+    def merge_accumulators(self, accumulators):
+      return self._fn.merge_accumulators(accumulators)
+
+    def extract_output(self, accumulator):
+      return self._fn.extract_output(accumulator)
+
+  def prune(item, counts):
+    outcome, image = item
+    reason = concept_reason(outcome.concepts, counts, settings.min_concept_count)
+    if reason is not None:
+      yield beam.pvalue.TaggedOutput("funnel", collections.Counter({f"concepts:{reason}": 1}))
+    else:
+      yield outcome.key, example(outcome, image)
+
+  results = (pipeline_input
+             | "Shards" >> beam.Create(shards)
+             | "OneShardPerWorker" >> beam.Reshuffle()
+             | "Stages" >> beam.ParDo(StagesFn(settings, labels, weights)).with_outputs(
+                 "funnel", "shards", main="kept"))
+  counts = (results.kept
+            | "Concepts" >> beam.Map(lambda item: item[0].concepts)
+            | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
+  pruned = results.kept | "Prune" >> beam.ParDo(prune, counts=beam.pvalue.AsSingleton(counts)).with_outputs(
+      "funnel", main="examples")
+  shard_counts = results.shards | "ShardCounts" >> beam.Map(
+      lambda c: collections.Counter({f"shard/{k}": v for k, v in c.items()}))
+  _ = ((results.funnel, pruned.funnel, shard_counts)
+       | "AllCounts" >> beam.Flatten()
+       | "Sum" >> beam.CombineGlobally(_sum_counters)
+       | "ToJson" >> beam.Map(lambda c: json.dumps(dict(c)))
+       | "WriteCounts" >> beam.io.WriteToText(funnel_path, num_shards=1, shard_name_template=""))
+  return pruned.examples
+
+
+def beam_transform(shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  return beam.ptransform_fn(_beam_graph)(shards, settings, labels, weights, funnel_path)
