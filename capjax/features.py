@@ -1,19 +1,26 @@
-"""Frozen Inception-ResNet-v2 features: the encoder that turns pictures into the `grid` and `pooled` arrays a
-feature variant stores, and the naming of those variants. Used by the extraction tool and by `--mode=caption`."""
+"""Frozen Inception-ResNet-v2: the encoder that turns pictures into the `grid` and `pooled` arrays a feature variant
+stores (and the naming of those variants), for the extraction tool and `--mode=caption`; and the ImageNet-head
+labeler of the paper's image-text cross filter (top-k classes -> WordNet names and hypernyms)."""
 
 from __future__ import annotations
 
+import functools
+import io
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 import numpy as np
+from PIL import Image
 
 from capjax import sharding
+from capjax.image import io as image_io
+from capjax.image import labels as imagenet_labels
 from capjax.models import inception_resnet_v2 as irv2
 
 DEFAULT_VARIANT = "irv2"
 FEATURE_KEYS = ("grid", "pooled")
+LABELER_IMAGE_SIZE = 299
 
 
 def variant_name(dataset: str, variant: str | None = DEFAULT_VARIANT) -> str:
@@ -48,3 +55,62 @@ class Encoder:
 
   def __call__(self, images: np.ndarray) -> dict[str, jax.Array]:
     return self._encode(self.variables, images)
+
+
+# ------------------------------------------------------------------------------- the cross filter's labeler
+
+
+@functools.cache
+def _probabilities_fn(num_classes: int):
+  """One jitted forward pass per head size, shared by every labeler in the process (one compilation per shape)."""
+  model = irv2.InceptionResNetV2(num_classes=num_classes)
+
+  @jax.jit
+  def probabilities(variables, pixels):
+    logits = model.apply(variables, irv2.preprocess(pixels))["logits"]
+    return jax.nn.softmax(logits.astype("float32"), axis=-1)
+
+  return probabilities
+
+
+class Irv2Labeler:
+  """Labels one JPEG at a time: `labels(image_bytes)` → tuple of words. Loads weights and compiles once."""
+
+  def __init__(self, weights: str, top_k: int = 5, threshold: float = 0.1, min_depth: int = 6):
+    metadata = irv2.read_metadata(weights)
+    num_classes = metadata.get("num_classes")
+    if num_classes not in (1000, 1001):
+      raise ValueError(f"{weights} holds no ImageNet head (num_classes={num_classes}): convert weights with one")
+    self.label_offset = num_classes - imagenet_labels.NUM_CLASSES  # 1001-way heads: index 0 is background
+    self.variables = irv2.load_converted(weights)
+    self.top_k, self.threshold, self.min_depth = top_k, threshold, min_depth
+    self._probabilities = _probabilities_fn(num_classes)
+
+  @staticmethod
+  def pixels(image: bytes) -> np.ndarray:
+    """(299, 299, 3) uint8: decoded at the smallest JPEG scale still ≥ 299 (draft), then resized."""
+    with Image.open(io.BytesIO(image)) as picture:
+      picture.draft("RGB", (LABELER_IMAGE_SIZE, LABELER_IMAGE_SIZE))
+      rgb = image_io.to_rgb(picture).resize((LABELER_IMAGE_SIZE, LABELER_IMAGE_SIZE), Image.BILINEAR)
+      return np.asarray(rgb, np.uint8)
+
+  def classes(self, images: Sequence[bytes]) -> list[list[tuple[str, float]]]:
+    """Per image, (wnid, probability) of the top-k classes at or above the threshold, most likely first."""
+    batch = np.stack([self.pixels(b) for b in images])
+    probabilities = np.asarray(self._probabilities(self.variables, batch))
+    out = []
+    for row in probabilities:
+      order = np.argsort(-row, kind="stable")[:self.top_k]
+      found = []
+      for index in order:
+        wnid = imagenet_labels.wnid_of(int(index), self.label_offset)
+        if wnid is not None and row[index] >= self.threshold:
+          found.append((wnid, float(row[index])))
+      out.append(found)
+    return out
+
+  def labels(self, image: bytes) -> tuple[str, ...]:
+    names: list[str] = []
+    for wnid, _ in self.classes([image])[0]:
+      names.extend(imagenet_labels.class_labels(wnid, self.min_depth))
+    return tuple(dict.fromkeys(names))

@@ -158,3 +158,21 @@ def synset(wnid: str) -> Any:
 def lemma_names(wnid: str) -> list[str]:
   """WordNet lemma names of a class, e.g. n01440764 → ['tench', 'Tinca_tinca']."""
   return list(synset(wnid).lemma_names())
+
+
+@functools.lru_cache(maxsize=4096)
+def class_labels(wnid: str, min_depth: int) -> tuple[str, ...]:
+  """The class's lemma names and those of its hypernyms at WordNet depth ≥ `min_depth` ("entity", "object",
+  "whole" sit near the root and would match any caption), lowercase with spaces, nearest first."""
+  names: list[str] = []
+  frontier, seen = [synset(wnid)], set()
+  while frontier:  # breadth first: the class, its parents, their parents
+    following = []
+    for s in frontier:
+      if s.name() in seen or s.min_depth() < min_depth:
+        continue
+      seen.add(s.name())
+      names.extend(n.replace("_", " ").lower() for n in s.lemma_names())
+      following.extend(s.hypernyms())
+    frontier = following
+  return tuple(dict.fromkeys(names))

@@ -236,7 +236,7 @@ class Stages:
     self.labels = read_labels_file(labels_path) if settings.cross_filter == "labels" else None
     self.labeler = None
     if settings.cross_filter == "irv2":
-      from capjax.image.labeler import Irv2Labeler  # pylint: disable=g-import-not-at-top
+      from capjax.features import Irv2Labeler  # pylint: disable=g-import-not-at-top
       self.labeler = Irv2Labeler(weights_path, settings.labeler_top_k, settings.labeler_threshold,
                                  settings.labeler_min_depth)
 

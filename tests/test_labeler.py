@@ -9,8 +9,8 @@ import helpers
 import numpy as np
 import pytest
 
-from capjax.image import labeler as labeler_lib
-from capjax.models import imagenet_synsets
+from capjax import features
+from capjax.image import labels as imagenet_labels
 from capjax.models import inception_resnet_v2 as irv2
 from tfds_builders import img2dataset as i2d
 from tfds_builders.alt_text_captions import make_dummy_data as dummy
@@ -18,11 +18,11 @@ from tfds_builders.alt_text_captions import stages as stages_lib
 
 
 def test_class_labels_are_names_and_hypernyms_below_the_root():
-  labels = labeler_lib.class_labels("n02099601", 6)  # golden retriever
+  labels = imagenet_labels.class_labels("n02099601", 6)  # golden retriever
   assert labels[:2] == ("golden retriever", "retriever")
   assert {"dog", "canine", "animal", "mammal"} <= set(labels)
   assert not {"entity", "object", "whole", "organism", "living thing"} & set(labels)
-  assert "car" in labeler_lib.class_labels("n04285008", 6)  # sports car
+  assert "car" in imagenet_labels.class_labels("n04285008", 6)  # sports car
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def weights(tmp_path_factory):
 
 
 def test_labeler_top_k_threshold_and_cross_stage(weights):
-  labeler = labeler_lib.Irv2Labeler(weights, top_k=3, threshold=0.0)
+  labeler = features.Irv2Labeler(weights, top_k=3, threshold=0.0)
   images = [dummy.jpeg(0, 640, 480), dummy.jpeg(2, mode="L")]
   found = [labeler.classes([image])[0] for image in images]  # batches of one, as the builder labels: one compile
   # The same probabilities from the model called directly (not jitted) on the labeler's pixels.
@@ -45,13 +45,13 @@ def test_labeler_top_k_threshold_and_cross_stage(weights):
   probabilities /= probabilities.sum(-1, keepdims=True)
   for row, classes in zip(probabilities, found):
     top = np.argsort(-row)[:3]
-    assert [w for w, _ in classes] == [imagenet_synsets.wnid_of(int(i)) for i in top]
+    assert [w for w, _ in classes] == [imagenet_labels.wnid_of(int(i)) for i in top]
     np.testing.assert_allclose([p for _, p in classes], row[top], rtol=1e-3)
   labeler.threshold = float(probabilities.max()) + 1e-3  # no class reaches it (same compiled model)
   assert labeler.classes(images[:1]) == [[]]
   labeler.threshold = 0.0
   names = labeler.labels(images[0])
-  want = [n for wnid, _ in found[0] for n in labeler_lib.class_labels(wnid, 6)]
+  want = [n for wnid, _ in found[0] for n in imagenet_labels.class_labels(wnid, 6)]
   assert names == tuple(dict.fromkeys(want))
 
   # The builder's cross stage with cross_filter=irv2: labels recorded, reasons from the overlap with the caption.
