@@ -27,9 +27,9 @@ $(STAMP): setup.cfg constraints.txt pyproject.toml
 demo: $(STAMP)
 	$(PY) -m capjax.main --config=$(DEMO_CONFIG) --workdir=$(WORKDIR)
 
-$(I2D_STAMP):
+$(I2D_STAMP): constraints-img2dataset.txt
 	test -x $(I2D_VENV)/bin/python || $(PYTHON) -m venv $(I2D_VENV)
-	$(I2D_VENV)/bin/pip install -q img2dataset==1.47.0
+	$(I2D_VENV)/bin/pip install -q -c constraints-img2dataset.txt img2dataset==1.47.0
 	touch $(I2D_STAMP)
 
 test: $(STAMP) $(I2D_STAMP)

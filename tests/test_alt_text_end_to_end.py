@@ -24,7 +24,7 @@ from tfds_builders.alt_text_captions import make_dummy_data as dummy
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 INSTALL = ("make .venv-img2dataset/.installed (python3 -m venv .venv-img2dataset && "
-           ".venv-img2dataset/bin/pip install img2dataset==1.47.0)")
+           ".venv-img2dataset/bin/pip install -c constraints-img2dataset.txt img2dataset==1.47.0)")
 
 
 def img2dataset_command() -> str | None:

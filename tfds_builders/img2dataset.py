@@ -37,6 +37,19 @@ IMAGE_KEYS = ("image_without_row", "duplicate_image", "unsafe_member", "shards",
 REPORT_KEYS = ROW_KEYS + IMAGE_KEYS
 
 
+def image_caption_features(caption_doc: str) -> dict[str, tfds.features.FeatureConnector]:
+  """The fields every builder over img2dataset shards writes: the JPEG bytes as downloaded, the caption (and
+  `captions`, the one-element references list the trainer reads), the url and img2dataset's key."""
+  return {
+      "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg",
+                                   doc="The JPEG bytes as downloaded, never re-encoded."),
+      "caption": tfds.features.Text(doc=caption_doc),
+      "captions": tfds.features.Sequence(tfds.features.Text(), doc="[caption]: the references field."),
+      "url": tfds.features.Text(),
+      "key": tfds.features.Text(doc="img2dataset's key of the image."),
+  }
+
+
 # ------------------------------------------------------------------------------------------------ TSV index
 
 

@@ -71,13 +71,8 @@ class Builder(tfds.core.GeneratorBasedBuilder):
 
   def _info(self) -> tfds.core.DatasetInfo:
     features = {
-        "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg",
-                                     doc="The JPEG bytes as downloaded, never re-encoded."),
-        "caption": tfds.features.Text(doc="The hypernymized caption, CC3M form."),
-        "captions": tfds.features.Sequence(tfds.features.Text(), doc="[caption]: the references field."),
+        **i2d.image_caption_features("The hypernymized caption, CC3M form."),
         "alt_text": tfds.features.Text(doc="The alt-text as harvested."),
-        "url": tfds.features.Text(),
-        "key": tfds.features.Text(doc="img2dataset's key of the image."),
         "concepts": tfds.features.Sequence(tfds.features.Text(), doc="Concepts hypernymization resolved."),
         "labels": tfds.features.Sequence(tfds.features.Text(), doc="The labeler's labels (none without one)."),
     }

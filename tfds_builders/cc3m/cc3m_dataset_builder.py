@@ -89,12 +89,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
 
   def _info(self) -> tfds.core.DatasetInfo:
     features = {
-        "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg",
-                                     doc="The JPEG bytes as downloaded, never re-encoded."),
-        "caption": tfds.features.Text(doc="The released (hypernymized) caption."),
-        "captions": tfds.features.Sequence(tfds.features.Text(), doc="[caption]: the references field."),
-        "url": tfds.features.Text(),
-        "key": tfds.features.Text(doc="img2dataset's key of the image."),
+        **i2d.image_caption_features("The released (hypernymized) caption."),
         "width": tfds.features.Scalar(np.int32, doc="Of the stored image."),
         "height": tfds.features.Scalar(np.int32, doc="Of the stored image."),
     }
