@@ -5,8 +5,9 @@ import pytest
 from capjax.text.annotate import Annotator, normalize_text
 from capjax.text.config import HypernymConfig
 from capjax.text.filters import Reason
-from capjax.text.hypernymize import Hypernymizer, indefinite_article, pluralize
+from capjax.text.hypernymize import Hypernymizer
 from capjax.text.resolvers import PERSON, PLACE, Concept, ChainResolver, default_resolver
+from capjax.text.surface import indefinite_article, pluralize
 
 
 @pytest.fixture(scope="module")

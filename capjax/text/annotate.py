@@ -40,6 +40,8 @@ _YEARLIKE = re.compile(r"^(?:1[5-9]|20)\d\d$")
 _CAMEL_CASE = re.compile(r"^[a-z]{1,2}[A-Z][a-z]+[A-Za-z\d]*$")
 
 PROPER_TAGS = frozenset({"NNP", "NNPS"})
+DETERMINER_TAGS = frozenset({"DT", "PRP$", "POS"})  # determiners and possessives: "the", "her", "'s"
+SENTENCE_END = frozenset({".", "!", "?"})
 MONTHS = frozenset(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec".split()

@@ -6,36 +6,25 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from capjax.text import resources
-from capjax.text.annotate import Annotation, Annotator, Span, is_temporal_word, is_word
+from capjax.text.annotate import DETERMINER_TAGS, Annotation, Annotator, Span, is_word
 from capjax.text.config import HypernymConfig
+from capjax.text.dates import counted_durations, temporal_spans
 from capjax.text.filters import Reason
 from capjax.text.resolvers import (
     LITERAL, PERSON, PLACE, THING, Concept, EntityResolver, Kinds, MakeResolver, default_resolver)
+from capjax.text.surface import (
+    Piece, coordinated_groups, indefinite_article, merge_coordinations, pluralize, repair_articles, repair_punctuation,
+    sentence_start_indices)
 
-_YEAR = re.compile(r"^(?:1[5-9]\d\d|20\d\d)$|^(?:1[5-9]|20)\d0'?s$|^'\d0s$")
-_DAY = re.compile(r"^(?:[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?$", re.IGNORECASE)
 _NUMERIC_PREFIX = re.compile(r"^\d[\d,.]*-(?=[a-zA-Z])")
-_PARTS_OF_DAY = frozenset({"morning", "afternoon", "evening", "night"})
-_COORDINATORS = frozenset({"and", "&"})
-_DROPPED_PUNCT = frozenset({"``", "''", '"', "(", ")", "[", "]", "{", "}", "*", "|"})
-_SENTENCE_END = frozenset({".", "!", "?"})
 _DANGLING = frozenset({"a", "an", "the", "and", "or", "but", "&", "of", "with", "from", "by", "to", "'s"})
 _NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
-_DETERMINER_TAGS = frozenset({"DT", "PRP$", "POS"})
 _MODEL_TOKEN = re.compile(r"^(?:[A-Z]{1,2}|[A-Za-z]*\d[\w-]*)$")  # "S", "X5", "A319", "5D": ends a product name
 _ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th)$", re.IGNORECASE)
-_TIME_UNITS = frozenset(
-    "second seconds minute minutes hour hours day days night nights week weeks weekend weekends month months "
-    "year years decade decades century centuries".split())
-# Counts that make "for <count> <unit>" a duration to drop. The released captions keep "for a week" and have no
-# "for two hours": the paper dropped counted durations only.
-_DURATION_COUNTS = frozenset("few several many couple".split())
 # Nouns a title of a work follows: "the premiere of 'Hollywood Homicide'", "the film Jaws", "the cover of Vogue".
 _WORK_NOUNS = frozenset(
     "premiere premieres screening screenings cover covers poster posters trailer launch release episode season "
@@ -52,81 +41,6 @@ class Hypernymized:
   concepts: tuple[str, ...]
   reason: Reason | None
   unresolved: str | None = None  # the name no resolver knew, when reason is UNRESOLVED_ENTITY
-
-
-@dataclasses.dataclass
-class _Piece:
-  words: tuple[str, ...]
-  tag: str
-  source: int  # index of the first original token it comes from
-  concept: Concept | None = None
-  plural: bool = False
-
-
-@functools.cache
-def _inflect() -> Any:
-  import inflect
-
-  return inflect.engine()
-
-
-@functools.lru_cache(maxsize=1 << 12)
-def pluralize(noun: str) -> str:
-  """English plural of a (possibly multi-word) noun, by `inflect`: "actor" -> "actors", "person" -> "people",
-  "aircraft" -> "aircraft"."""
-  *head, last = noun.split(" ")
-  return " ".join([*head, _inflect().plural_noun(last)])
-
-
-@functools.lru_cache(maxsize=1 << 12)
-def indefinite_article(word: str) -> str:
-  """ "a" or "an" by the sound of the next word, by `inflect` ("an hour", "a university", "an urn")."""
-  return _inflect().a(word).split(" ", 1)[0].lower()
-
-
-def temporal_spans(tokens: Sequence[str], penn: Sequence[str], prepositions: frozenset[str]) -> list[Span]:
-  """Date expressions with their preposition: "on September 23, 2017", "in 2017", "on Monday afternoon"."""
-
-  def anchor(i: int) -> bool:
-    return is_temporal_word(tokens[i], penn[i]) or bool(_YEAR.match(tokens[i]))
-
-  def datelike(i: int) -> bool:
-    return anchor(i) or bool(_DAY.match(tokens[i]))
-
-  spans: list[Span] = []
-  n, i = len(tokens), 0
-  while i < n:
-    if not anchor(i):
-      i += 1
-      continue
-    start, end = i, i + 1
-    # A lone year modifying a noun ("the 2017 festival", "a 2018 Toyota Camry") goes alone: the article stays.
-    # Not a decade: "during the 1950s boats were ..." reads the decade as the object.
-    if (tokens[i].isdigit() and _YEAR.match(tokens[i]) and i > 0 and penn[i - 1] in _DETERMINER_TAGS
-        and i + 1 < n and is_word(tokens[i + 1]) and penn[i + 1] not in ("IN", "TO", "CC", "CD")
-        and not datelike(i + 1) and not datelike(i - 1)):
-      spans.append(Span(i, i + 1))
-      i += 1
-      continue
-    while start > 0 and (datelike(start - 1) or (tokens[start - 1].lower() in ("of", "the") and start > 1
-                                                   and datelike(start - 2))):
-      start -= 1
-    if start > 0 and tokens[start - 1].lower() == "the":
-      start -= 1
-    while end < n:
-      if datelike(end) or tokens[end].lower() in _PARTS_OF_DAY:
-        end += 1
-      elif tokens[end] in (",", "of") and end + 1 < n and datelike(end + 1):
-        end += 2
-      else:
-        break
-    if start > 0 and tokens[start - 1].lower() in prepositions:
-      start -= 1
-    elif start > 0 and tokens[start - 1] == "," and (end == n or tokens[end] in _SENTENCE_END):
-      start -= 1
-    spans.append(Span(start, end))
-    i = end
-  return spans
 
 
 class Hypernymizer:
@@ -166,7 +80,7 @@ class Hypernymizer:
     dropped: set[int] = set()
     for span in temporal_spans(tokens, penn, self.temporal_prepositions):
       dropped.update(range(span.start, span.end))
-    dropped |= self._durations(tokens, penn, dropped)
+    dropped |= counted_durations(tokens, penn, dropped)
     dropped |= self._titles(tokens, penn, a.entities, dropped)
     spans = self._split_nationalities(
         tokens, [s for s in a.entities if not dropped.intersection(range(s.start, s.end))])
@@ -184,7 +98,7 @@ class Hypernymizer:
     appositions, named = self._appositions(tokens, penn, spans, concepts, dropped)
     dropped |= {i for s in appositions for i in range(s.start, s.end)} | named
 
-    pieces: list[_Piece] = []
+    pieces: list[Piece] = []
     starts = {s.start: s for s in spans}
     occupations = {s.start - 1 for s in appositions}
     i = 0
@@ -196,9 +110,9 @@ class Hypernymizer:
       if span is None:
         token = _NUMERIC_PREFIX.sub("", tokens[i])
         if i in occupations:
-          pieces.append(_Piece((token,), "NN", i, Concept(token.lower(), PERSON)))
+          pieces.append(Piece((token,), "NN", i, Concept(token.lower(), PERSON)))
         else:
-          pieces.append(_Piece((token,), penn[i], i, None))
+          pieces.append(Piece((token,), penn[i], i, None))
         i += 1
         continue
       concept = concepts[span]
@@ -213,16 +127,16 @@ class Hypernymizer:
         words = tuple((pluralize(concept.name) if concept.plural else concept.name).split(" "))
       if span in kept_cities and not (pieces and pieces[-1].words[-1].lower() in ("a", "an", "the")):
         words = (indefinite_article(words[0]), *words)
-      pieces.append(_Piece(words, "NNP" if concept.kind == LITERAL else ("NNS" if concept.plural else "NN"), i,
+      pieces.append(Piece(words, "NNP" if concept.kind == LITERAL else ("NNS" if concept.plural else "NN"), i,
                            concept))
       i = span.end
 
-    pieces = _merge_coordinations(pieces)
-    pieces = _repair_articles(pieces, tokens)
-    pieces = _repair_punctuation(pieces, self.config.keep_final_period)
+    pieces = merge_coordinations(pieces)
+    pieces = repair_articles(pieces, tokens)
+    pieces = repair_punctuation(pieces, self.config.keep_final_period)
     return self._finish(pieces), dropped_venue
 
-  def _finish(self, pieces: list[_Piece]) -> Hypernymized:
+  def _finish(self, pieces: list[Piece]) -> Hypernymized:
     words = [w.lower() for p in pieces for w in p.words]
     resolved = tuple(dict.fromkeys(p.concept.name for p in pieces if p.concept and p.concept.kind != LITERAL))
     content = [w for w in words if is_word(w)]
@@ -234,20 +148,6 @@ class Hypernymizer:
       return Hypernymized(None, resolved, Reason.FRAGMENTED)
     return Hypernymized(" ".join(words), resolved, None)
 
-  def _durations(self, tokens: Sequence[str], penn: Sequence[str], dropped: set[int]) -> set[int]:
-    """ "for two hours", "for 3 weeks", "for a few days": a counted duration says nothing the picture shows."""
-    out: set[int] = set()
-    n = len(tokens)
-    for i in range(n - 2):
-      if tokens[i].lower() != "for" or i in dropped:
-        continue
-      j = i + 1
-      while j < n and j - i <= 3 and (penn[j] == "CD" or tokens[j].lower() in _DURATION_COUNTS):
-        j += 1
-      if j > i + 1 and j < n and tokens[j].lower() in _TIME_UNITS:
-        out.update(range(i, j + 1))
-    return out
-
   def _titles(
       self, tokens: Sequence[str], penn: Sequence[str], entities: Sequence[Span], dropped: set[int]
   ) -> set[int]:
@@ -255,7 +155,7 @@ class Hypernymizer:
     "their album "Blue Skies"") or a name right after a work noun ("a screening of Finding Nemo")."""
     out: set[int] = set()
     n = len(tokens)
-    starts = _sentence_start_indices(tokens)
+    starts = sentence_start_indices(tokens)
     i = 0
     while i < n:
       close = {"``": "''", "'": "'", "‘": "’", "“": "”"}.get(tokens[i])
@@ -369,7 +269,7 @@ class Hypernymizer:
   ) -> dict[Span, Concept | None]:
     """In "X and Y", a person or unknown conjunct takes the one role named for the others."""
     out = dict(concepts)
-    for group in _coordinated_groups(tokens, spans):
+    for group in coordinated_groups(tokens, spans):
       known = [concepts[s] for s in group if concepts[s] is not None]
       if not known or any(c.kind != PERSON for c in known):
         continue
@@ -467,7 +367,7 @@ class Hypernymizer:
       # The tagger often reads the verb after a name as a noun ("Taylor Swift performs on stage", "A Tesla
       # Model S charges at the station"): a verb-able word in a sentence with no other verb, not after a
       # determiner unless a preposition follows it, is taken as the verb.
-      after_determiner = span.start > 0 and penn[span.start - 1] in _DETERMINER_TAGS
+      after_determiner = span.start > 0 and penn[span.start - 1] in DETERMINER_TAGS
       product = _MODEL_TOKEN.match(tokens[span.end - 1]) is not None and len(span) > 1
       then_preposition = product and nxt + 1 < len(tokens) and penn[nxt + 1] in ("IN", "TO", "RP")
       if not has_verb and (not after_determiner or then_preposition) and self.annotator.has_pos(
@@ -521,101 +421,3 @@ class Hypernymizer:
       else:
         out.append(span)
     return out, named
-
-
-def _sentence_start_indices(tokens: Sequence[str]) -> set[int]:
-  """Indices of the first token of each sentence (after ".", "!", "?", ":" and at 0)."""
-  return {0} | {i + 1 for i, t in enumerate(tokens) if t in (".", "!", "?", ":", "-", "--", "|")}
-
-
-def _coordinated_groups(tokens: Sequence[str], spans: list[Span]) -> list[list[Span]]:
-  """Spans joined by "," / "and" / "&": "A, B and C" is one group."""
-  groups: list[list[Span]] = []
-  current: list[Span] = []
-  for span in spans:
-    if current:
-      gap = [t.lower() for t in tokens[current[-1].end:span.start]]
-      if gap and all(t in (",", "and", "&") for t in gap) and len(gap) <= 2:
-        current.append(span)
-        continue
-      if len(current) > 1:
-        groups.append(current)
-    current = [span]
-  if len(current) > 1:
-    groups.append(current)
-  return groups
-
-
-def _merge_coordinations(pieces: list[_Piece]) -> list[_Piece]:
-  """ "actor and actor" -> "actors"; "city , city and city" -> "cities" (the last joint must be and/&)."""
-  out: list[_Piece] = []
-  i = 0
-  while i < len(pieces):
-    concept = pieces[i].concept
-    if concept is None or concept.kind == LITERAL:
-      out.append(pieces[i])
-      i += 1
-      continue
-    members, joints = [i], []
-    while True:
-      k, joint = members[-1] + 1, []
-      while k < len(pieces) and len(joint) < 2 and pieces[k].words[0].lower() in (",", "and", "&"):
-        joint.append(pieces[k].words[0].lower())
-        k += 1
-      if not joint or k >= len(pieces) or pieces[k].concept != concept:
-        break
-      members.append(k)
-      joints.append(joint)
-    closing = [n for n, joint in enumerate(joints) if _COORDINATORS.intersection(joint)]
-    if not closing:
-      out.append(pieces[i])
-      i += 1
-      continue
-    last = members[closing[-1] + 1]
-    out.append(_Piece(tuple(pluralize(concept.name).split(" ")), "NNS", pieces[i].source, concept, plural=True))
-    i = last + 1
-  return out
-
-
-def _repair_articles(pieces: list[_Piece], tokens: Sequence[str]) -> list[_Piece]:
-  """ "A aircraft" -> "an aircraft"; "a actors" -> "actors"; only where something after the article changed."""
-  out: list[_Piece] = []
-  for i, piece in enumerate(pieces):
-    word = piece.words[0]
-    if word.lower() in ("a", "an") and piece.concept is None:
-      nxt = pieces[i + 1] if i + 1 < len(pieces) else None
-      unchanged = nxt is not None and nxt.concept is None and nxt.source == piece.source + 1 and \
-          tokens[nxt.source] == nxt.words[0]
-      if unchanged:
-        out.append(piece)
-        continue
-      if nxt is None or not is_word(nxt.words[0]) or nxt.plural or nxt.tag in ("NNS", "NNPS"):
-        continue
-      article = indefinite_article(nxt.words[0])
-      out.append(dataclasses.replace(piece, words=(article.capitalize() if word[0].isupper() else article,)))
-      continue
-    out.append(piece)
-  return out
-
-
-def _repair_punctuation(pieces: list[_Piece], keep_final_period: bool) -> list[_Piece]:
-  """Drops quotes and brackets, doubled or leading punctuation and punctuation left dangling before the end."""
-  out: list[_Piece] = []
-  for piece in pieces:
-    word = piece.words[0]
-    if word in _DROPPED_PUNCT:
-      continue
-    if not is_word(word) and piece.concept is None:
-      if not out:
-        continue
-      previous = out[-1].words[-1]
-      if not is_word(previous):
-        if word in _SENTENCE_END and previous not in _SENTENCE_END:
-          out[-1] = piece
-        continue
-    out.append(piece)
-  while out and not is_word(out[-1].words[-1]) and out[-1].words[-1] not in _SENTENCE_END:
-    out.pop()
-  if out and not keep_final_period and out[-1].words[-1] in _SENTENCE_END:
-    out.pop()
-  return out
