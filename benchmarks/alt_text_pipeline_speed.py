@@ -7,7 +7,6 @@ Printed figures, not a timed test: CPU time of this process (process_time) unles
 
 from __future__ import annotations
 
-import argparse
 import collections
 import io
 import json
@@ -17,11 +16,16 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
 if (SHARED / "nltk_data").is_dir():
   os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))  # before nltk is imported
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from absl import flags  # noqa: E402
+
+from capjax import cli  # noqa: E402
 
 PAPER_CANDIDATES = 5_000_000_000
 # The paper's funnel: > 65% discarded by the image filters, ~3% of the rest survive the text filters; the
@@ -32,8 +36,8 @@ IRV2_GFLOPS = 13.2  # multiply-adds x 2 of one 299 x 299 forward pass (6.6 G MAC
 
 def make_warc(path: pathlib.Path, pages: int, rng: random.Random) -> int:
   """A gzipped WARC of web-like pages: ~25 KB of markup, 20 <img> each (alt-texts empty, keywords, sentences)."""
-  from warcio.statusandheaders import StatusAndHeaders  # pylint: disable=g-import-not-at-top
-  from warcio.warcwriter import WARCWriter  # pylint: disable=g-import-not-at-top
+  from warcio.statusandheaders import StatusAndHeaders  # noqa: PLC0415
+  from warcio.warcwriter import WARCWriter  # noqa: PLC0415
   words = "a dog cat runs on the beach in park red car woman man sits bench near lake sunset photo image".split()
   with open(path, "wb") as f:
     writer = WARCWriter(f, gzip=True)
@@ -51,7 +55,7 @@ def make_warc(path: pathlib.Path, pages: int, rng: random.Random) -> int:
 
 
 def bench_harvest(pages: int) -> float:
-  from capjax.tools import harvest_alt_text as harvest  # pylint: disable=g-import-not-at-top
+  from capjax.tools import harvest_alt_text as harvest  # noqa: PLC0415
   with tempfile.TemporaryDirectory() as folder:
     warc = pathlib.Path(folder) / "crawl.warc.gz"
     make_warc(warc, pages, random.Random(0))
@@ -64,8 +68,8 @@ def bench_harvest(pages: int) -> float:
 
 def bench_images(n: int) -> tuple[float, dict[str, int]]:
   """Stage a over a web-like mix: 45% large JPEGs, 25% small, 10% PNG, 10% wide, 10% failed downloads."""
-  from capjax.image import filters  # pylint: disable=g-import-not-at-top
-  from tfds_builders.alt_text_captions import make_dummy_data as dummy  # pylint: disable=g-import-not-at-top
+  from capjax.image import filters  # noqa: PLC0415
+  from tfds_builders.alt_text_captions import make_dummy_data as dummy  # noqa: PLC0415
   rng = random.Random(1)
   pool = ([dummy.jpeg(i, 640, 480) for i in range(9)] + [dummy.jpeg(i, 800, 600) for i in range(9)]
           + [dummy.jpeg(i, 300, 200) for i in range(10)] + [dummy.png(500, 500)] * 4
@@ -82,9 +86,9 @@ def bench_images(n: int) -> tuple[float, dict[str, int]]:
 def bench_text(n: int) -> tuple[float, float]:
   """Stage b on alt-texts that passed stage a (the benchmark mix of text_pipeline_speed.py), and stage d."""
   sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-  import text_pipeline_speed  # pylint: disable=g-import-not-at-top
-  from capjax.text import concepts  # pylint: disable=g-import-not-at-top
-  from capjax.text.pipeline import TextPipeline  # pylint: disable=g-import-not-at-top
+  import text_pipeline_speed  # noqa: PLC0415
+  from capjax.text import concepts  # noqa: PLC0415
+  from capjax.text.pipeline import TextPipeline  # noqa: PLC0415
   cc3m = []
   if text_pipeline_speed.DEFAULT_CC3M.exists():
     with open(text_pipeline_speed.DEFAULT_CC3M, encoding="utf-8") as f:
@@ -106,10 +110,10 @@ def bench_text(n: int) -> tuple[float, float]:
 
 def bench_irv2(batches: int, batch: int = 8) -> float:
   """Images/s of the labeler's model on this CPU (wall clock, all cores XLA uses), random weights, after compile."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import flax.linen as nn  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from capjax.models import inception_resnet_v2 as irv2  # pylint: disable=g-import-not-at-top
+  import jax  # noqa: PLC0415
+  import flax.linen as nn  # noqa: PLC0415
+  import numpy as np  # noqa: PLC0415
+  from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415
   model = irv2.InceptionResNetV2(num_classes=1000)
   rng = np.random.default_rng(0)
   abstract = nn.meta.unbox(irv2.abstract_variables(model))
@@ -124,18 +128,21 @@ def bench_irv2(batches: int, batch: int = 8) -> float:
   return batches * batch / (time.perf_counter() - start)
 
 
-def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--pages", type=int, default=400)
-  parser.add_argument("--images", type=int, default=400)
-  parser.add_argument("--texts", type=int, default=3000)
-  parser.add_argument("--irv2_batches", type=int, default=3)
-  args = parser.parse_args()
+FLAGS = flags.FlagValues()
+_PAGES = flags.DEFINE_integer("pages", 400, "generated HTML pages harvested", lower_bound=1, flag_values=FLAGS)
+_IMAGES = flags.DEFINE_integer("images", 400, "candidates through the image filters", lower_bound=1, flag_values=FLAGS)
+_TEXTS = flags.DEFINE_integer("texts", 3000, "alt-texts through the text stages", lower_bound=1, flag_values=FLAGS)
+_IRV2_BATCHES = flags.DEFINE_integer("irv2_batches", 3, "timed labeler batches (0 skips the labeler)", lower_bound=0,
+                                     flag_values=FLAGS)
+
+
+def main(argv: Sequence[str]) -> None:
+  cli.parse(FLAGS, argv, __doc__)
   cores = len(os.sched_getaffinity(0))
-  harvest_rate = bench_harvest(args.pages)
-  image_rate, image_reasons = bench_images(args.images)
-  text_rate, prune_rate = bench_text(args.texts)
-  irv2_rate = bench_irv2(args.irv2_batches) if args.irv2_batches else 0.0
+  harvest_rate = bench_harvest(_PAGES.value)
+  image_rate, image_reasons = bench_images(_IMAGES.value)
+  text_rate, prune_rate = bench_text(_TEXTS.value)
+  irv2_rate = bench_irv2(_IRV2_BATCHES.value) if _IRV2_BATCHES.value else 0.0
   irv2_per_core = irv2_rate / cores
   survive_a = 0.35
   # Core-hours for the paper's 5e9 candidates: stage a on all, b on the 35% stage a keeps, the labeler on ~1%.
@@ -167,4 +174,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  cli.run(main)

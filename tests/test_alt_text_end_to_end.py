@@ -64,7 +64,7 @@ def server(tmp_path):
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
-  def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+  def log_message(self, format, *args):  # noqa: A002
     del format, args
 
 

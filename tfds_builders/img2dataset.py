@@ -88,7 +88,7 @@ class TsvIndex:
   def __init__(self, path: str, labeled: bool):
     self.path, self.labeled = path, labeled
     # epath: the manual dir may be on GCS (Dataflow); a local file is memory-mapped, a remote one read by seeks.
-    self._file = epath.Path(path).open("rb")  # pylint: disable=consider-using-with
+    self._file = epath.Path(path).open("rb")  # noqa: SIM115
     try:
       self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no file descriptor, or empty
@@ -211,7 +211,7 @@ def _read_parquet(path: str) -> dict[str, str] | None:
   """key → url of the successful downloads img2dataset listed beside a shard, or None without the file."""
   if not epath.Path(path).exists():
     return None
-  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+  import pyarrow.parquet as pq  # noqa: PLC0415
   with epath.Path(path).open("rb") as f:
     table = pq.read_table(f, columns=["key", "url", "status"]).to_pydict()
   return {k: u for k, u, s in zip(table["key"], table["url"], table["status"]) if s == "success" and k and u}
@@ -372,7 +372,7 @@ def _read_parquet_rows(path: str) -> dict[str, dict[str, Any]] | None:
   """key → row of img2dataset's sidecar (every input row of the shard, failures too), or None without it."""
   if not epath.Path(path).exists():
     return None
-  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+  import pyarrow.parquet as pq  # noqa: PLC0415
   with epath.Path(path).open("rb") as f:
     table = pq.read_table(f)
   columns = [c for c in _PARQUET_COLUMNS if c in table.column_names]

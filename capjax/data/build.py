@@ -25,7 +25,7 @@ _SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE for the builder config (r
 
 def main(argv) -> None:
   del argv
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # noqa: PLC0415
   dataset, _, config_name = _DATASET.value.partition("/")
   if config_name and _CONFIG.value and config_name != _CONFIG.value:
     print(f"error: --dataset={_DATASET.value} and --config={_CONFIG.value} name two configs — give one",

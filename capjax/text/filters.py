@@ -11,7 +11,8 @@ import enum
 import functools
 import re
 import string
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from capjax.text import resources
 from capjax.text.annotate import MONTHS, Annotation, is_capitalized

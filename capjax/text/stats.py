@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from absl import app, flags
 
+from capjax.strings import as_str
+
 _COLUMN = flags.DEFINE_integer("column", 0, "TSV column holding the caption (default 0, as CC3M).")
 _TOKENIZER = flags.DEFINE_enum("tokenizer", "whitespace", ["whitespace", "treebank"],
                                "whitespace for released captions; treebank for raw alt-texts.")
@@ -66,14 +68,10 @@ def read_kept_captions(path: str) -> Iterator[str]:
         yield row["caption"]
 
 
-def _text(value) -> str:
-  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
 def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "") -> Iterator[str]:
   """Every caption of a built TFDS dataset's split: each reference of `captions`, or `caption` (pictures and
   feature arrays are not decoded)."""
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # noqa: PLC0415
   data_dir = os.path.expanduser(data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
   try:
     builder = tfds.builder(name, data_dir=data_dir)
@@ -93,9 +91,9 @@ def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "")
   for i in range(len(source)):
     value = source[i][field]
     if isinstance(value, (list, tuple, np.ndarray)):
-      yield from (_text(v) for v in value)
+      yield from (as_str(v) for v in value)
     else:
-      yield _text(value)
+      yield as_str(value)
 
 
 def _captions(paths: Sequence[str]) -> Iterator[str]:
@@ -115,7 +113,7 @@ def run(paths: Sequence[str]) -> int:
   try:
     captions = _captions(paths)
     if _TOKENIZER.value == "treebank":
-      from capjax.text.annotate import normalize_text, tokenize  # pylint: disable=g-import-not-at-top
+      from capjax.text.annotate import normalize_text, tokenize  # noqa: PLC0415
       stats = caption_stats(captions, lambda c: tokenize(normalize_text(c)))
     else:
       stats = caption_stats(captions)

@@ -116,9 +116,9 @@ def file_uri(path: str) -> str:
 def warc_pages(stream: BinaryIO, counts: collections.Counter) -> Iterator[tuple[str, bytes, bytes]]:
   """(target url, body, content type) of every HTML response record; other records are counted and skipped. A
   truncated or corrupt record ends the file (a WARC cannot be resynchronized), counted as truncated_records."""
-  from warcio.archiveiterator import ArchiveIterator  # pylint: disable=g-import-not-at-top
-  from warcio.exceptions import ArchiveLoadFailed  # pylint: disable=g-import-not-at-top
-  import zlib  # pylint: disable=g-import-not-at-top
+  from warcio.archiveiterator import ArchiveIterator  # noqa: PLC0415
+  from warcio.exceptions import ArchiveLoadFailed  # noqa: PLC0415
+  import zlib  # noqa: PLC0415
   records = iter(ArchiveIterator(stream))
   while True:
     try:

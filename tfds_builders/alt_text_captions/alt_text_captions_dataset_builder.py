@@ -82,7 +82,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
         metadata=tfds.core.MetadataDict(),
     )
 
-  def _download_and_prepare(self, dl_manager, download_config):  # pylint: disable=arguments-differ
+  def _download_and_prepare(self, dl_manager, download_config):
     self._funnel: list[dict[str, Any]] = []
     self._shard_counts: dict[str, int] = {}
     self._generated = True

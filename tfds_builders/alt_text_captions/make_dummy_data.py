@@ -98,7 +98,7 @@ def _image(kind: str, seed: int) -> bytes | None:
 
 
 def write_dummy(root: pathlib.Path) -> None:
-  from tfds_builders.cc3m.make_dummy_data import write_parquet  # pylint: disable=g-import-not-at-top
+  from tfds_builders.cc3m.make_dummy_data import write_parquet  # noqa: PLC0415
   if root.exists():
     shutil.rmtree(root)
   root.mkdir(parents=True)

@@ -187,7 +187,7 @@ def read_labels_file(path: str) -> dict[str, tuple[str, ...]]:
 
 @functools.lru_cache(maxsize=1)
 def _stemmer():
-  from nltk.stem.porter import PorterStemmer  # pylint: disable=g-import-not-at-top
+  from nltk.stem.porter import PorterStemmer  # noqa: PLC0415
   return PorterStemmer()
 
 
@@ -228,7 +228,7 @@ class Stages:
   Build one per process (a Beam DoFn builds it in `setup`)."""
 
   def __init__(self, settings: Settings, labels_path: str = "", weights_path: str = ""):
-    from capjax.text.pipeline import TextPipeline  # pylint: disable=g-import-not-at-top
+    from capjax.text.pipeline import TextPipeline  # noqa: PLC0415
     self.settings = settings
     self.image_config = settings.image_config()
     self.scorer = image_filters.load_scorer(settings.unsafe_scorer)
@@ -236,13 +236,13 @@ class Stages:
     self.labels = read_labels_file(labels_path) if settings.cross_filter == "labels" else None
     self.labeler = None
     if settings.cross_filter == "irv2":
-      from capjax.features import Irv2Labeler  # pylint: disable=g-import-not-at-top
+      from capjax.features import Irv2Labeler  # noqa: PLC0415
       self.labeler = Irv2Labeler(weights_path, settings.labeler_top_k, settings.labeler_threshold,
                                  settings.labeler_min_depth)
 
   def caption_forms(self, alt_text: str) -> set[str]:
-    from capjax.text.annotate import normalize_text  # pylint: disable=g-import-not-at-top
-    from capjax.text.boilerplate import strip_boilerplate  # pylint: disable=g-import-not-at-top
+    from capjax.text.annotate import normalize_text  # noqa: PLC0415
+    from capjax.text.boilerplate import strip_boilerplate  # noqa: PLC0415
     annotation = self.text.annotator.annotate(strip_boilerplate(normalize_text(alt_text)))
     forms: set[str] = set()
     for token, lemma in zip(annotation.tokens, annotation.lemmas):
@@ -281,7 +281,7 @@ def shard_outcomes(shard: str, stages: Stages, counts: collections.Counter) -> I
 
 
 def concept_reason(concepts: Iterable[str], counts: Mapping[str, int], min_count: int) -> str | None:
-  from capjax.text import concepts as concepts_lib  # pylint: disable=g-import-not-at-top
+  from capjax.text import concepts as concepts_lib  # noqa: PLC0415
   reason = concepts_lib.prune(concepts, counts, min_count)
   return None if reason is None else str(reason)
 
@@ -316,8 +316,8 @@ def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counte
 def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
   """One work item per shard; stages a-c in a DoFn holding NLTK and the labeler (loaded once per worker in
   setup); concept counts by CombineGlobally, applied to the survivors as a side input."""
-  import apache_beam as beam  # pylint: disable=g-import-not-at-top
-  from capjax.text import concepts as concepts_lib  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam  # noqa: PLC0415
+  from capjax.text import concepts as concepts_lib  # noqa: PLC0415
 
   class StagesFn(beam.DoFn):
     def __init__(self, settings: Settings, labels: str, weights: str):
@@ -384,5 +384,5 @@ def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: s
 
 
 def beam_transform(shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
-  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  import apache_beam as beam  # noqa: PLC0415
   return beam.ptransform_fn(_beam_graph)(shards, settings, labels, weights, funnel_path)

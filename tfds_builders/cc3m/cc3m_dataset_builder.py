@@ -122,7 +122,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
 
   # --- generation
 
-  def _download_and_prepare(self, dl_manager, download_config):  # pylint: disable=arguments-differ
+  def _download_and_prepare(self, dl_manager, download_config):
     self._use_beam = download_config.beam_runner is not None or download_config.beam_options is not None
     self._reports: dict[str, dict[str, Any]] = {}
     self._beam_reports: dict[str, tuple[str, str]] = {}

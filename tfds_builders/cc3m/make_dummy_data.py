@@ -55,8 +55,8 @@ def _meta(key: str, row_url: str, caption: str, status: str = "success") -> dict
 
 def write_parquet(path: pathlib.Path, entries: Sequence[dict]) -> None:
   """img2dataset's sidecar: one row per input row of the shard, failures included."""
-  import pyarrow as pa  # pylint: disable=g-import-not-at-top
-  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+  import pyarrow as pa  # noqa: PLC0415
+  import pyarrow.parquet as pq  # noqa: PLC0415
   columns = ("key", "url", "caption", "status", "error_message")
   pq.write_table(pa.table({c: [e[c] for e in entries] for c in columns}), path)
 
