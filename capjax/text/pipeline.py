@@ -21,7 +21,7 @@ from absl import flags
 
 from capjax import cli
 from capjax.text import concepts as concepts_lib
-from capjax.text.annotate import Annotator, normalize_text
+from capjax.text.annotate import Annotation, Annotator, normalize_text
 from capjax.text.boilerplate import strip_boilerplate
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
 from capjax.text.filters import STAGES, FilterChain, Reason, raw_text, text_filters
@@ -107,8 +107,14 @@ class TextPipeline:
     return record
 
   def _process(self, id_: str, alt_text: str) -> Record:
-    def drop(reason: Reason, found: Sequence[str] = (), detail: str | None = None) -> Record:
-      return Record(id_, alt_text, False, str(reason), None, tuple(found), detail)
+    dropped, annotation = self.filter(id_, alt_text)
+    return dropped if dropped is not None else self.hypernymize(id_, alt_text, annotation)
+
+  def filter(self, id_: str, alt_text: str) -> tuple[Record | None, Annotation | None]:
+    """The text filters alone: a dropped Record, or None and the annotated, boilerplate-stripped text.
+    (Split from hypernymization so the alt-text builder can run the image-text filter between the two.)"""
+    def drop(reason: Reason) -> tuple[Record, None]:
+      return Record(id_, alt_text, False, str(reason), None, (), None), None
 
     reason = raw_text(alt_text, self.config.filters.max_chars)
     if reason is not None:
@@ -123,9 +129,13 @@ class TextPipeline:
     reason = self.chain(annotation)
     if reason is not None:
       return drop(reason)
+    return None, annotation
+
+  def hypernymize(self, id_: str, alt_text: str, annotation: Annotation) -> Record:
+    """Hypernymization of text the filters passed: the caption and its concepts, or a dropped Record."""
     result = self.hypernymizer(annotation)
     if result.reason is not None:
-      return drop(result.reason, result.concepts, result.unresolved)
+      return Record(id_, alt_text, False, str(result.reason), None, tuple(result.concepts), result.unresolved)
     return Record(id_, alt_text, True, None, result.caption, result.concepts)
 
 

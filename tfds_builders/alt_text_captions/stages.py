@@ -1,5 +1,6 @@
-"""The alt_text_captions stages in the paper's order (image, text, cross, hypernym, concepts), each a pure
-function giving a reason code, plus the settings `--set` may change and the funnel that counts every candidate.
+"""The alt_text_captions stages in the paper's order (image, text, cross, hypernym, concepts), each one function
+giving a reason code that the plain path and the Beam DoFns (stages_beam.py) both call, plus the settings `--set`
+may change and the funnel that counts every candidate.
 
 Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset.py).
 """
@@ -9,13 +10,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from capjax.image import filters as image_filters
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
-from capjax.text.filters import STAGES as TEXT_STAGES
 from tfds_builders import img2dataset as i2d
 
 STAGE_NAMES = ("image", "text", "cross", "hypernym", "concepts")
@@ -28,7 +27,6 @@ PAPER_FIGURES = {
     "concepts": "~55% removed",
 }
 CROSS_FILTERS = ("irv2", "labels", "none")
-_HYPERNYM_REASONS = frozenset(str(r) for r in TEXT_STAGES["hypernymization"])
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -198,6 +196,14 @@ def word_forms(word: str, lemma: str) -> set[str]:
   return {word, lemma, stem(word), stem(lemma)}
 
 
+def annotation_forms(annotation) -> set[str]:
+  """Every form (word_forms) of an annotated caption's tokens."""
+  forms: set[str] = set()
+  for token, lemma in zip(annotation.tokens, annotation.lemmas):
+    forms |= word_forms(token, lemma)
+  return forms
+
+
 def cross_filter(labels: Sequence[str], caption_forms: set[str], annotator) -> str | None:
   """None when some label matches the caption (every word of the label, by word, lemma or stem); else the
   reason: no_labels (the labeler gave the image none) or no_label_overlap."""
@@ -223,49 +229,112 @@ class Outcome:
   labels: tuple[str, ...] = ()
 
 
+@dataclasses.dataclass
+class Item:
+  """One candidate between stages: what it was downloaded as, plus what the stages so far found. Picklable (Beam
+  may move it between workers); the NLTK annotation is left out of the pickle and redone from `text` if needed."""
+  candidate: i2d.Candidate
+  text: str = ""  # the normalized, boilerplate-stripped alt-text the text stage annotated
+  labels: tuple[str, ...] = ()  # the labeler's labels (cross stage)
+  annotation: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+  def __getstate__(self) -> dict[str, Any]:
+    # The annotation holds the Annotator (NLTK resources): a worker re-annotates `text` with its own.
+    return {**self.__dict__, "annotation": None}
+
+
 class Stages:
-  """Stages a to c (and the hypernym repair) for one candidate at a time; holds NLTK resources and the labeler.
-  Build one per process (a Beam DoFn builds it in `setup`)."""
+  """The per-candidate stages as one method each (`stage(name)`), in the paper's order, holding what they load: the
+  unsafe scorer, NLTK resources and caches (capjax.text), the labels file or the IRv2 labeler. Build one per
+  process; the plain path calls `__call__`, the Beam path one stage per DoFn (stages_beam.py)."""
 
   def __init__(self, settings: Settings, labels_path: str = "", weights_path: str = ""):
-    from capjax.text.pipeline import TextPipeline  # noqa: PLC0415
     self.settings = settings
     self.image_config = settings.image_config()
-    self.scorer = image_filters.load_scorer(settings.unsafe_scorer)
-    self.text = TextPipeline(settings.pipeline_config())
-    self.labels = read_labels_file(labels_path) if settings.cross_filter == "labels" else None
-    self.labeler = None
-    if settings.cross_filter == "irv2":
-      from capjax.features import Irv2Labeler  # noqa: PLC0415
-      self.labeler = Irv2Labeler(weights_path, settings.labeler_top_k, settings.labeler_threshold,
-                                 settings.labeler_min_depth)
+    self._labels_path, self._weights_path = labels_path, weights_path
+
+  # Loaded on first use, so a worker running only the image stage never loads NLTK or the labeler.
+  @functools.cached_property
+  def scorer(self):
+    return image_filters.load_scorer(self.settings.unsafe_scorer)
+
+  @functools.cached_property
+  def text(self):
+    from capjax.text.pipeline import TextPipeline  # noqa: PLC0415
+    return TextPipeline(self.settings.pipeline_config())
+
+  @functools.cached_property
+  def labels(self) -> dict[str, tuple[str, ...]] | None:
+    return read_labels_file(self._labels_path) if self.settings.cross_filter == "labels" else None
+
+  @functools.cached_property
+  def labeler(self):
+    if self.settings.cross_filter != "irv2":
+      return None
+    from capjax.features import Irv2Labeler  # noqa: PLC0415
+    return Irv2Labeler(self._weights_path, self.settings.labeler_top_k, self.settings.labeler_threshold,
+                       self.settings.labeler_min_depth)
+
+  def load(self, stage: str) -> None:
+    """Loads what `stage` needs now (a DoFn's setup), not inside its first work item."""
+    if stage == "image":
+      _ = self.scorer
+    else:
+      _ = self.text
+      if stage == "cross":
+        _ = self.labels, self.labeler
+
+  def stage(self, name: str) -> Callable[[Item], tuple[str | None, Any]]:
+    """The function of stage `name` (image, text, cross, hypernym): the plain path and the Beam DoFns call this."""
+    return getattr(self, f"{name}_stage")
 
   def caption_forms(self, alt_text: str) -> set[str]:
+    """The forms of an alt-text's tokens, as the cross stage matches them against labels."""
     from capjax.text.annotate import normalize_text  # noqa: PLC0415
     from capjax.text.boilerplate import strip_boilerplate  # noqa: PLC0415
-    annotation = self.text.annotator.annotate(strip_boilerplate(normalize_text(alt_text)))
-    forms: set[str] = set()
-    for token, lemma in zip(annotation.tokens, annotation.lemmas):
-      forms |= word_forms(token, lemma)
-    return forms
+    return annotation_forms(self.text.annotator.annotate(strip_boilerplate(normalize_text(alt_text))))
+
+  def _annotation(self, item: Item):
+    return item.annotation if item.annotation is not None else self.text.annotator.annotate(item.text)
+
+  def image_stage(self, item: Item) -> tuple[str | None, Item]:
+    """a. JPEG by magic number, original sides > min_side, aspect ratio, no bomb, decodable, safe."""
+    reason, _ = image_filters.image_filter(item.candidate.image, item.candidate.meta, self.image_config, self.scorer)
+    return reason, item
+
+  def text_stage(self, item: Item) -> tuple[str | None, Item]:
+    """b. capjax.text's filters (its hypernymization waits for the hypernym stage, after the cross filter)."""
+    dropped, annotation = self.text.filter(item.candidate.key, item.candidate.caption)
+    if dropped is not None:
+      return dropped.reason, item
+    return None, dataclasses.replace(item, text=annotation.text, annotation=annotation)
+
+  def cross_stage(self, item: Item) -> tuple[str | None, Item]:
+    """c. The image's labels against the caption's tokens; passes everything with cross_filter=none."""
+    if self.labels is None and self.labeler is None:
+      return None, item
+    c = item.candidate
+    labels = self.labels.get(c.url, ()) if self.labels is not None else self.labeler.labels(c.image)
+    annotation = self._annotation(item)
+    reason = cross_filter(labels, annotation_forms(annotation), self.text.annotator)
+    return reason, dataclasses.replace(item, labels=tuple(labels), annotation=annotation)
+
+  def hypernym_stage(self, item: Item) -> tuple[str | None, Outcome]:
+    """The repair step: hypernymization, whose rejects the paper counts after the cross filter."""
+    c = item.candidate
+    record = self.text.hypernymize(c.key, c.caption, self._annotation(item))
+    if record.reason is not None:
+      return record.reason, Outcome(c.key, "hypernym", record.reason)
+    return None, Outcome(c.key, None, None, record.caption, c.caption, c.url, record.concepts, item.labels)
 
   def __call__(self, candidate: i2d.Candidate) -> Outcome:
-    reason, _ = image_filters.image_filter(candidate.image, candidate.meta, self.image_config, self.scorer)
-    if reason is not None:
-      return Outcome(candidate.key, "image", reason)
-    record = self.text.process(candidate.key, candidate.caption)
-    if record.reason is not None and record.reason not in _HYPERNYM_REASONS:
-      return Outcome(candidate.key, "text", record.reason)
-    labels: tuple[str, ...] = ()
-    if self.labels is not None or self.labeler is not None:
-      labels = self.labels.get(candidate.url, ()) if self.labels is not None else self.labeler.labels(candidate.image)
-      reason = cross_filter(labels, self.caption_forms(candidate.caption), self.text.annotator)
+    """Stages a to c and the hypernym repair for one candidate: the plain path."""
+    item = Item(candidate)
+    for stage in STAGE_NAMES[:-2]:
+      reason, item = self.stage(stage)(item)
       if reason is not None:
-        return Outcome(candidate.key, "cross", reason)
-    if record.reason is not None:  # the paper repairs (hypernymizes) after the cross filter
-      return Outcome(candidate.key, "hypernym", record.reason)
-    return Outcome(candidate.key, None, None, record.caption, candidate.caption, candidate.url, record.concepts,
-                   labels)
+        return Outcome(candidate.key, stage, reason)
+    return self.hypernym_stage(item)[1]
 
 
 def example(outcome: Outcome, image: bytes) -> dict[str, Any]:
@@ -289,15 +358,8 @@ def concept_reason(concepts: Iterable[str], counts: Mapping[str, int], min_count
 # ------------------------------------------------------------------------------------------------ Beam
 
 
-def _funnel_counter(outcome: Outcome) -> collections.Counter:
-  """A candidate's contribution to the funnel, as a Counter Beam can sum: 'total' and 'STAGE:REASON'."""
-  counter = collections.Counter(total=1)
-  if outcome.stage is not None:
-    counter[f"{outcome.stage}:{outcome.reason}"] += 1
-  return counter
-
-
 def funnel_from_counts(counts: Mapping[str, int]) -> Funnel:
+  """The Beam path's summed counts ('total' candidates read, 'STAGE:REASON' per reject) → the Funnel."""
   funnel = Funnel(counts.get("total", 0))
   for key, n in counts.items():
     if ":" in key:
@@ -306,83 +368,7 @@ def funnel_from_counts(counts: Mapping[str, int]) -> Funnel:
   return funnel
 
 
-def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
-  total: collections.Counter = collections.Counter()
-  for counter in counters:
-    total.update(counter)
-  return total
-
-
-def _beam_graph(pipeline_input, shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
-  """One work item per shard; stages a-c in a DoFn holding NLTK and the labeler (loaded once per worker in
-  setup); concept counts by CombineGlobally, applied to the survivors as a side input."""
-  import apache_beam as beam  # noqa: PLC0415
-  from capjax.text import concepts as concepts_lib  # noqa: PLC0415
-
-  class StagesFn(beam.DoFn):
-    def __init__(self, settings: Settings, labels: str, weights: str):
-      super().__init__()
-      self._settings, self._labels, self._weights = settings, labels, weights
-      self._stages: Stages | None = None
-
-    def setup(self):
-      # NLTK resources, caches and the labeler's weights: once per worker.
-      self._stages = Stages(self._settings, self._labels, self._weights)
-
-    def process(self, shard: str):
-      counts: collections.Counter = collections.Counter()
-      for outcome, image in shard_outcomes(shard, self._stages, counts):
-        yield beam.pvalue.TaggedOutput("funnel", _funnel_counter(outcome))
-        if outcome.stage is None:
-          yield outcome, image
-      yield beam.pvalue.TaggedOutput("shards", counts)
-
-  class ConceptCountsFn(beam.CombineFn):
-    """capjax.text's ConceptCounts as a beam.CombineFn."""
-    def __init__(self):
-      super().__init__()
-      self._fn = concepts_lib.ConceptCounts()
-
-    def create_accumulator(self):
-      return self._fn.create_accumulator()
-
-    def add_input(self, accumulator, concepts):
-      return self._fn.add_input(accumulator, concepts)
-
-    def merge_accumulators(self, accumulators):
-      return self._fn.merge_accumulators(accumulators)
-
-    def extract_output(self, accumulator):
-      return self._fn.extract_output(accumulator)
-
-  def prune(item, counts):
-    outcome, image = item
-    reason = concept_reason(outcome.concepts, counts, settings.min_concept_count)
-    if reason is not None:
-      yield beam.pvalue.TaggedOutput("funnel", collections.Counter({f"concepts:{reason}": 1}))
-    else:
-      yield outcome.key, example(outcome, image)
-
-  results = (pipeline_input
-             | "Shards" >> beam.Create(shards)
-             | "OneShardPerWorker" >> beam.Reshuffle()
-             | "Stages" >> beam.ParDo(StagesFn(settings, labels, weights)).with_outputs(
-                 "funnel", "shards", main="kept"))
-  counts = (results.kept
-            | "Concepts" >> beam.Map(lambda item: item[0].concepts)
-            | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
-  pruned = results.kept | "Prune" >> beam.ParDo(prune, counts=beam.pvalue.AsSingleton(counts)).with_outputs(
-      "funnel", main="examples")
-  shard_counts = results.shards | "ShardCounts" >> beam.Map(
-      lambda c: collections.Counter({f"shard/{k}": v for k, v in c.items()}))
-  _ = ((results.funnel, pruned.funnel, shard_counts)
-       | "AllCounts" >> beam.Flatten()
-       | "Sum" >> beam.CombineGlobally(_sum_counters)
-       | "ToJson" >> beam.Map(lambda c: json.dumps(dict(c)))
-       | "WriteCounts" >> beam.io.WriteToText(funnel_path, num_shards=1, shard_name_template=""))
-  return pruned.examples
-
-
 def beam_transform(shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
-  import apache_beam as beam  # noqa: PLC0415
-  return beam.ptransform_fn(_beam_graph)(shards, settings, labels, weights, funnel_path)
+  """The Beam path (one DoFn per stage): in stages_beam.py, which needs apache_beam at import."""
+  from tfds_builders.alt_text_captions import stages_beam  # noqa: PLC0415
+  return stages_beam.StagesPipeline(shards, settings, labels, weights, funnel_path)

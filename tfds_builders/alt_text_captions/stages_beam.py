@@ -1,0 +1,182 @@
+"""The alt_text_captions Beam pipeline: one work item per shard, then one DoFn per stage of stages.py (image, text,
+cross, hypernym, concepts), each tagging its rejects with their reason, and the funnel summed from those tags.
+
+Imported by package name only (workers unpickle these DoFns by module path; see tfds_builders/img2dataset.py), and
+only when Beam runs: this module imports apache_beam at the top.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+
+from capjax.text import concepts as concepts_lib
+from tfds_builders import img2dataset as i2d
+from tfds_builders.alt_text_captions import stages as stages_lib
+
+KEPT, REJECTS, COUNTS = "kept", "rejects", "counts"
+
+
+@functools.lru_cache(maxsize=4)
+def _worker_stages(settings: stages_lib.Settings, labels: str, weights: str) -> stages_lib.Stages:
+  """One Stages per worker process, shared by every stage's DoFn there: NLTK and the labeler load once, not once
+  per DoFn instance."""
+  return stages_lib.Stages(settings, labels, weights)
+
+
+class _StagesDoFn(beam.DoFn):
+  """A DoFn holding the worker's Stages, built in setup (not pickled with the DoFn)."""
+
+  stage = ""
+
+  def __init__(self, settings: stages_lib.Settings, labels: str, weights: str):
+    super().__init__()
+    self._args = (settings, labels, weights)
+    self._stages: stages_lib.Stages | None = None
+
+  def setup(self):
+    self._stages = _worker_stages(*self._args)
+    self._stages.load(self.stage)
+
+
+class ReadShardFn(beam.DoFn):
+  """shard → its candidates (image bytes included), plus the shard's counts and the candidate total for the funnel.
+  Only this step's input is reshuffled: the candidates stay fused with the stages that read their images."""
+
+  def process(self, shard: str) -> Iterator[Any]:
+    counts: collections.Counter = collections.Counter()
+    total = 0
+    for candidate in i2d.shard_candidates(shard, counts):
+      total += 1
+      yield stages_lib.Item(candidate)
+    yield beam.pvalue.TaggedOutput(COUNTS, collections.Counter({"total": total,
+                                                                **{f"shard/{k}": v for k, v in counts.items()}}))
+
+
+class StageFn(_StagesDoFn):
+  """One of the stages image, text, cross: the item on the main output if kept, else (key, stage, reason) tagged
+  `rejects` (no image bytes)."""
+
+  def __init__(self, stage: str, settings: stages_lib.Settings, labels: str, weights: str):
+    super().__init__(settings, labels, weights)
+    self.stage = stage
+
+  def process(self, item: stages_lib.Item) -> Iterator[Any]:
+    reason, item = self._stages.stage(self.stage)(item)
+    if reason is None:
+      yield item
+    else:
+      yield beam.pvalue.TaggedOutput(REJECTS, (item.candidate.key, self.stage, reason))
+
+
+class HypernymFn(_StagesDoFn):
+  """The repair step: (Outcome, image bytes) of a captioned candidate, or its reject."""
+
+  stage = "hypernym"
+
+  def process(self, item: stages_lib.Item) -> Iterator[Any]:
+    reason, outcome = self._stages.stage(self.stage)(item)
+    if reason is None:
+      yield outcome, item.candidate.image
+    else:
+      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, self.stage, reason))
+
+
+class ConceptCountsFn(beam.CombineFn):
+  """capjax.text's ConceptCounts as a beam.CombineFn: pairs per concept over the whole build."""
+
+  def __init__(self):
+    super().__init__()
+    self._fn = concepts_lib.ConceptCounts()
+
+  def create_accumulator(self):
+    return self._fn.create_accumulator()
+
+  def add_input(self, accumulator, concepts):
+    return self._fn.add_input(accumulator, concepts)
+
+  def merge_accumulators(self, accumulators):
+    return self._fn.merge_accumulators(accumulators)
+
+  def extract_output(self, accumulator):
+    return self._fn.extract_output(accumulator)
+
+
+class ConceptsFn(beam.DoFn):
+  """d. Concept pruning against the global counts (a side input): the example keyed for TFDS, or its reject."""
+
+  def __init__(self, min_count: int):
+    super().__init__()
+    self._min_count = min_count
+
+  def process(self, item: tuple[stages_lib.Outcome, bytes], counts: dict[str, int]) -> Iterator[Any]:
+    outcome, image = item
+    reason = stages_lib.concept_reason(outcome.concepts, counts, self._min_count)
+    if reason is None:
+      yield outcome.key, stages_lib.example(outcome, image)
+    else:
+      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, "concepts", reason))
+
+
+def outcome_concepts(item: tuple[stages_lib.Outcome, bytes]) -> tuple[str, ...]:
+  return item[0].concepts
+
+
+def reject_counter(reject: tuple[str, str, str]) -> collections.Counter:
+  """A reject's contribution to the funnel, as a Counter Beam can sum ('STAGE:REASON'; see funnel_from_counts)."""
+  _, stage, reason = reject
+  return collections.Counter({f"{stage}:{reason}": 1})
+
+
+def sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
+  total: collections.Counter = collections.Counter()
+  for counter in counters:
+    total.update(counter)
+  return total
+
+
+def to_json(counts: collections.Counter) -> str:
+  return json.dumps(dict(counts))
+
+
+class StagesPipeline(beam.PTransform):
+  """Shards → Reshuffle → ReadShard → image → text → cross → hypernym → concepts (CountConcepts as a side
+  input) → (key, example); every stage's rejects and the read counts summed into one JSON file at funnel_path."""
+
+  def __init__(self, shards: list[str], settings: stages_lib.Settings, labels: str, weights: str,
+               funnel_path: str):
+    super().__init__()
+    self._shards, self._settings, self._args = shards, settings, (settings, labels, weights)
+    self._funnel_path = funnel_path
+
+  def expand(self, pipeline_input):
+    read = (pipeline_input
+            | "Shards" >> beam.Create(self._shards)
+            | "OneShardPerWorker" >> beam.Reshuffle()
+            | "ReadShard" >> beam.ParDo(ReadShardFn()).with_outputs(COUNTS, main=KEPT))
+    items, rejects = read[KEPT], []
+    for stage in stages_lib.STAGE_NAMES[:3]:
+      out = items | stage >> beam.ParDo(StageFn(stage, *self._args)).with_outputs(REJECTS, main=KEPT)
+      items = out[KEPT]
+      rejects.append(out[REJECTS])
+    out = items | "hypernym" >> beam.ParDo(HypernymFn(*self._args)).with_outputs(REJECTS, main=KEPT)
+    rejects.append(out[REJECTS])
+    counts = (out[KEPT]
+              | "ConceptsOf" >> beam.Map(outcome_concepts)
+              | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
+    pruned = out[KEPT] | "concepts" >> beam.ParDo(ConceptsFn(self._settings.min_concept_count),
+                                                   counts=beam.pvalue.AsSingleton(counts)).with_outputs(
+                                                       REJECTS, main=KEPT)
+    rejects.append(pruned[REJECTS])
+    reject_counts = tuple(rejects) | "AllRejects" >> beam.Flatten() | "RejectCounts" >> beam.Map(reject_counter)
+    _ = ((reject_counts, read[COUNTS])
+         | "AllCounts" >> beam.Flatten()
+         | "Sum" >> beam.CombineGlobally(sum_counters)
+         | "ToJson" >> beam.Map(to_json)
+         | "WriteCounts" >> beam.io.WriteToText(self._funnel_path, num_shards=1, shard_name_template=""))
+    return pruned[KEPT]
