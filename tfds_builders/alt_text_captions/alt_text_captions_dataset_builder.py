@@ -136,8 +136,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
       folder = epath.Path(self._data_dir_root) / ".alt_text_captions_counts"
       folder.mkdir(parents=True, exist_ok=True)
       self._beam_counts = os.fspath(folder / f"train-{uuid.uuid4().hex}.json")
-      return {"train": stages_lib.beam_transform(shards, self.builder_config.settings, labels, weights,
-                                                  self._beam_counts)}
+      return {"train": _beam_transform(shards, self.builder_config.settings, labels, weights, self._beam_counts)}
     return {"train": self._generate_examples(shards, labels, weights)}
 
   def _generate_examples(self, shards: list[str], labels: str,
@@ -172,3 +171,9 @@ class Builder(tfds.core.GeneratorBasedBuilder):
         yield outcome.key, stages_lib.example(outcome, candidate.image)
     self._funnel[:] = funnel.to_list()
     self._shard_counts.update(dict(sorted(counts.items())))
+
+
+def _beam_transform(shards: list[str], settings: stages_lib.Settings, labels: str, weights: str, funnel_path: str):
+  """The Beam path, one DoFn per stage (stages_beam.py imports apache_beam, so only Beam builds import it)."""
+  from tfds_builders.alt_text_captions import stages_beam  # noqa: PLC0415
+  return stages_beam.StagesPipeline(shards, settings, labels, weights, funnel_path)

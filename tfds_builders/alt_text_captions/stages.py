@@ -366,9 +366,3 @@ def funnel_from_counts(counts: Mapping[str, int]) -> Funnel:
       stage, _, reason = key.partition(":")
       funnel.reasons[stage][reason] += n
   return funnel
-
-
-def beam_transform(shards: list[str], settings: Settings, labels: str, weights: str, funnel_path: str):
-  """The Beam path (one DoFn per stage): in stages_beam.py, which needs apache_beam at import."""
-  from tfds_builders.alt_text_captions import stages_beam  # noqa: PLC0415
-  return stages_beam.StagesPipeline(shards, settings, labels, weights, funnel_path)
