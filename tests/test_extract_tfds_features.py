@@ -268,8 +268,9 @@ def test_the_four_paper_models_train_resume_and_evaluate_on_features_over_a_data
   from capjax.train import train_and_evaluate  # noqa: PLC0415
   config = config_util.load(spec)
   assert config.model.encoder.name == "features" and config.decode.beam_size == 4
+  # The paper configs score cc3m's validation split (it released no test split); synthetic_scenes has one.
   config.dataset.update(name="synthetic_scenes", builder_config="tiny", data_dir=str(data_dir),
-                        train_split="validation")
+                        train_split="validation", test_split="test")
   config.mesh.update(data=4, model=2)
   config.update(num_train_steps=2, checkpoint_every=2, eval_every=1000, log_every=1, debug_nans=False)
   config.eval.update(batch_size=32, num_examples=32, gallery_size=2, rating_sheet_size=0)
