@@ -1,33 +1,62 @@
 """Command-line plumbing of capjax's commands: absl flags in a `FlagValues` of each tool's own (tools share flag
 names such as --input and --weights, and one process may import several), `--help` that prints the module
-docstring as usage, and bad input reported as one `error: ...` line with exit status 2.
+docstring as usage, and one error path for all of them.
+
+The error path: input a command cannot work with (a missing file, a bad flag value, a dataset that is not built)
+is one line on stderr, `error: <what is wrong> — <what to do>`, and exit status 2. A traceback means a bug, or that
+the user asked for one with `--verbose` (every command has it), which prints the stack of the expected failures too.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from absl import app, flags
 
 HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull")
+VERBOSE_HELP = "On an error, print the traceback too (for bug reports; expected errors are one line without it)."
+
+_verbose = False  # the last parse()'s --verbose: `run` shows tracebacks of expected failures when it is set
+
+
+class Failure(SystemExit):
+  """An expected failure, already reported on stderr: exit status 2. A `SystemExit`, so that a command's `main`
+  called from Python (tests, notebooks) stops the same way as on the command line."""
+
+  def __init__(self, message: str):
+    super().__init__(2)
+    self.message = message
+
+  def __str__(self) -> str:
+    return self.message
 
 
 def fail(message: str) -> NoReturn:
-  """Input the command cannot work with: one line on stderr, exit status 2, no traceback."""
-  print(f"error: {message}", file=sys.stderr)
-  raise SystemExit(2)
+  """Input the command cannot work with: one line on stderr, exit status 2, no traceback (unless --verbose).
+
+  `message` says what is wrong, then ` — ` and what to do; a newline in it (a path, a quoted error) is shown
+  as a space so that the message stays one line."""
+  print(f"error: {' '.join(message.split())}", file=sys.stderr)
+  raise Failure(message)
 
 
 def parse(flag_values: flags.FlagValues, argv: Sequence[str], usage: str, positional: bool = False) -> list[str]:
   """Sets `flag_values` from `argv` (program name first, as `app.run` passes it), every flag not given back at
   its default, and returns the positional arguments. `--help` prints `usage` and the flags, then exits 0; a bad
   or missing flag is an `error:` line and exit 2, and so is a positional argument unless `positional`."""
+  global _verbose
+  if "verbose" not in flag_values:
+    flags.DEFINE_boolean("verbose", False, VERBOSE_HELP, flag_values=flag_values)
   if any(arg in HELP_FLAGS for arg in argv[1:]):
     print(f"{usage.strip()}\n\nflags:\n{flags_help(flag_values)}")
     raise SystemExit(0)
+  _verbose = any(arg in ("--verbose", "-verbose") for arg in argv[1:])  # so a flag error shows its stack too
   for name in flag_values:  # a second call in one process (tests) starts from the defaults again
     flag_values[name].unparse()
   try:
@@ -35,11 +64,37 @@ def parse(flag_values: flags.FlagValues, argv: Sequence[str], usage: str, positi
   except flags.Error as error:  # absl puts one line per bad flag: the user gets them on one
     missing = re.findall(r"Flag (--\w+) must have a value other than None", str(error))
     if missing:
-      fail(f"missing {', '.join(missing)} (see --help)")
-    fail(f"{'; '.join(str(error).splitlines())} (see --help)")
+      fail(f"missing {', '.join(missing)} — see --help")
+    fail(f"{'; '.join(str(error).splitlines())} — see --help")
+  _verbose = flag_values["verbose"].value
   if len(rest) > 1 and not positional:
-    fail(f"unexpected arguments {rest[1:]}: every input is a --flag (see --help)")
+    fail(f"unexpected arguments {rest[1:]} — every input is a --flag, see --help")
   return rest[1:]
+
+
+def unwritable_reason(path: str | os.PathLike[str]) -> str | None:
+  """Why files cannot be written in directory `path` (creating it if missing), or None when they can.
+
+  Tried by writing a probe file rather than asked of `os.access`, which says yes to root on a read-only mount.
+  """
+  if os.path.exists(path) and not os.path.isdir(path):
+    return "is a file, not a directory"
+  try:
+    os.makedirs(path, exist_ok=True)
+    with tempfile.TemporaryFile(dir=path):
+      pass
+  except OSError as error:
+    return f"cannot be written ({error.strerror or error})"
+  return None
+
+
+def writable_dir(path: str | os.PathLike[str], flag: str) -> str:
+  """`path`, made if missing, after checking before any work that files can be written in it; otherwise an
+  `error:` line naming `flag` (the user learns at once, not after hours of work that cannot be saved)."""
+  reason = unwritable_reason(path)
+  if reason:
+    fail(f"{flag}={os.fspath(path)} {reason} — choose a directory you can write to")
+  return os.fspath(path)
 
 
 def flags_help(flag_values: flags.FlagValues) -> str:
@@ -51,5 +106,23 @@ def flags_help(flag_values: flags.FlagValues) -> str:
 
 def run(main: Callable[[list[str]], int | None]) -> NoReturn:
   """`app.run(main)` for a `main(argv)` that parses its own flags with `parse`; absl's global flags (logging)
-  keep their defaults."""
-  app.run(main, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), list(argv))[1])
+  keep their defaults.
+
+  `main` turns the library's exceptions for bad input (a `ConfigError`, a `DatasetNotBuiltError`, whose messages
+  say what to do) into `fail`; with --verbose, a failure also prints its traceback, with the exception that caused
+  it. Any other exception is a bug, and keeps Python's traceback."""
+
+  def guarded(argv: list[str]) -> int | None:
+    global _verbose
+    _verbose = any(arg in ("--verbose", "-verbose") for arg in argv[1:])  # for failures before `parse` runs
+    try:
+      return main(argv)
+    except Failure as failure:
+      if _verbose:
+        traceback.print_exception(failure)
+      raise
+    except BrokenPipeError:  # `... --help | head` closed stdout: stop quietly, as `cat` does
+      os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not fail again
+      raise SystemExit(1) from None
+
+  app.run(guarded, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), list(argv))[1])

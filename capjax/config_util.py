@@ -30,7 +30,7 @@ def parse_arg(arg: str | None, variants: Collection[str]) -> tuple[set[str], dic
     elif part in variants:
       names.add(part)
     else:
-      raise ValueError(f"unknown config variant {part!r}: choose from {sorted(variants)} "
+      raise ValueError(f"unknown config variant {part!r} — choose from {sorted(variants)} "
                        "(or pass key=value pairs)")
   return names, values
 
@@ -44,7 +44,7 @@ def load(spec: str | os.PathLike[str]) -> ml_collections.ConfigDict:
   path, sep, arg = os.fspath(spec).partition(".py:")
   path = pathlib.Path(path + ".py" if sep else path)
   if path.suffix != ".py" or not path.is_file():
-    raise FileNotFoundError(f"config file {os.fspath(path)!r} not found: give `path/to/config.py[:variants]`")
+    raise FileNotFoundError(f"config file {os.fspath(path)!r} not found — give `path/to/config.py[:variants]`")
   module_spec = importlib.util.spec_from_file_location(f"capjax_config_{path.stem}", path)
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)

@@ -1,32 +1,47 @@
-"""Entry point: `python -m capjax.main --config=configs/t2t.py:shapes --workdir=DIR [--mode=train]`.
+"""Trains, evaluates or captions with a config: the project's entry point.
 
-Parses flags, starts multi-host JAX when asked (or when a cluster environment is detected), and dispatches.
+  python -m capjax.main --config=configs/t2t.py[:VARIANTS] [--config.FIELD=VALUE ...] [--workdir=DIR]
+                        [--mode=train|eval|caption]
+
+--workdir defaults to workdir/<config name>[_<variants>] (e.g. workdir/t2t_shapes for configs/t2t.py:shapes),
+printed first. Training resumes from the workdir's latest checkpoint. SIGTERM or Ctrl-C finishes the current step,
+saves it and exits 0; rerunning the same command resumes there. Multi-host JAX starts when a cluster is detected.
 """
 
 from __future__ import annotations
 
 import logging as pylogging
 import os
+import re
 import sys
+from collections.abc import Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/t2t.py:shapes", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints, logs and evaluation outputs go.")
+from capjax import cli, config_util  # noqa: E402
+
+FLAGS = flags.FlagValues()
+_CONFIG = config_flags.DEFINE_config_file("config", None, "config file[:variants], e.g. configs/t2t.py:shapes",
+                                          flag_values=FLAGS, lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "where checkpoints, logs and evaluation outputs go (default: "
+                               "workdir/<config name>[_<variants>])", flag_values=FLAGS)
 _MODE = flags.DEFINE_enum(
     "mode", "train", ["train", "eval", "caption"],
     "train: train (resuming), then evaluate the best checkpoint on the test split. eval: decode and score "
-    "--split with a checkpoint. caption: caption the files matching --images.")
-_SPLIT = flags.DEFINE_string("split", None, "--mode=eval: the split to score (default: the config's test split).")
-_STEP = flags.DEFINE_integer("step", None, "--mode=eval/caption: checkpoint step (default: best validation CIDEr-D).")
-_IMAGES = flags.DEFINE_string("images", None, "--mode=caption: a glob of image files, e.g. 'photos/*.jpg'.")
+    "--split with a checkpoint. caption: caption the files matching --images.", flag_values=FLAGS)
+_SPLIT = flags.DEFINE_string("split", None, "--mode=eval: the split to score (default: the config's test split)",
+                             flag_values=FLAGS)
+_STEP = flags.DEFINE_integer("step", None, "--mode=eval/caption: checkpoint step (default: best validation CIDEr-D)",
+                             lower_bound=0, flag_values=FLAGS)
+_IMAGES = flags.DEFINE_string("images", None, "--mode=caption: a glob of image files, e.g. 'photos/*.jpg'",
+                              flag_values=FLAGS)
 _DISTRIBUTED = flags.DEFINE_enum(
     "distributed", "auto", ["auto", "on", "off"],
-    "Call jax.distributed.initialize(): 'auto' when a cluster is detected (Cloud TPU VM pods, SLURM, "
-    "JAX_COORDINATOR_ADDRESS), 'on' always, 'off' never (single process).")
+    "call jax.distributed.initialize(): 'auto' when a cluster is detected (Cloud TPU VM pods, SLURM, "
+    "JAX_COORDINATOR_ADDRESS), 'on' always, 'off' never (single process)", flag_values=FLAGS)
 
 
 class _QuietLibraries(pylogging.Filter):
@@ -39,41 +54,87 @@ class _QuietLibraries(pylogging.Filter):
     return record.levelno >= pylogging.WARNING or not any(n in record.pathname for n in self._NOISY)
 
 
-def main(argv) -> None:
+def default_workdir(spec: str) -> str:
+  """`configs/t2t.py:shapes,debug` -> `workdir/t2t_shapes_debug`: one folder per config and variants, so that two
+  configs never resume from each other's checkpoints. Characters unsafe in a folder name become `_`."""
+  path, _, arg = spec.partition(".py:")
+  name = os.path.splitext(os.path.basename(path if arg else spec))[0]
+  parts = [name] + [p.strip() for p in arg.split(",") if p.strip()]
+  return os.path.join("workdir", re.sub(r"[^\w.=+-]", "_", "_".join(parts)))
+
+
+def _config_spec(argv: Sequence[str]) -> str | None:
+  """The value of --config in `argv` (the last one wins, as in absl), or None."""
+  spec = None
+  for i, arg in enumerate(argv):
+    if re.fullmatch(r"--?config=.*", arg):
+      spec = arg.split("=", 1)[1]
+    elif arg in ("--config", "-config") and i + 1 < len(argv):
+      spec = argv[i + 1]
+  return spec
+
+
+def parse_flags(argv: Sequence[str]) -> None:
+  """Sets FLAGS from `argv`; bad input is one `error:` line and exit 2 (see --help), not absl's flag list.
+
+  The config file is loaded once here first, so that a missing file or a misspelled variant gets its own message
+  rather than the config flag's deferred `Configuration is not available` traceback; then absl applies the
+  `--config.FIELD=VALUE` overrides, where ml_collections' "did you mean" for an unknown field is kept."""
+  spec = _config_spec(argv)
+  if spec is None and not any(arg in cli.HELP_FLAGS for arg in argv[1:]):
+    cli.fail("missing --config — e.g. --config=configs/t2t.py:shapes, see --help")
+  if spec is not None:
+    try:
+      config_util.load(spec)
+    except (FileNotFoundError, ValueError) as error:
+      cli.fail(f"--config={spec}: {error}")
+  try:
+    cli.parse(FLAGS, argv, __doc__)
+  except (AttributeError, KeyError) as error:  # ml_collections: an override of a field the config does not have
+    cli.fail(_unknown_field_message(str(error), argv, spec))
+
+
+def _unknown_field_message(error: str, argv: Sequence[str], spec: str) -> str:
+  """ml_collections' `'\\'batch_sise\\'\\nDid you mean "batch_size" instead of "batch_sise"?'` as one line that names
+  the flag the user typed: `unknown config field --config.batch_sise (did you mean batch_size?)`."""
+  field = re.search(r"\w+", error)
+  overrides = [arg.split("=", 1)[0].lstrip("-") for arg in argv if re.match(r"--?(no)?config\.", arg)]
+  typed = next((o for o in overrides if field and field.group() in o.split(".")[1:]), field and field.group())
+  suggestion = re.search(r'Did you mean "([^"]+)"', error)
+  hint = f" (did you mean {suggestion.group(1)}?)" if suggestion else ""
+  return f"unknown config field --{typed}{hint} — see the fields of {spec.partition(':')[0]}"
+
+
+def main(argv: Sequence[str]) -> None:
+  parse_flags(argv)
   logging.get_absl_handler().addFilter(_QuietLibraries())
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if _CONFIG.value is None or _WORKDIR.value is None:
-    raise app.UsageError("--config and --workdir are required, e.g. "
-                         "--config=configs/t2t.py:shapes --workdir=workdir/shapes")
+  workdir = _WORKDIR.value or default_workdir(_config_spec(argv))
+  print(f"workdir: {workdir}", flush=True)
+  if _MODE.value == "caption" and not _IMAGES.value:
+    cli.fail("--mode=caption needs --images=GLOB — e.g. --images='photos/*.jpg'")
   # Imported here rather than at the top: `--help` and flag errors answer without loading jax and TensorFlow, and
   # jax.distributed starts before any module can touch a backend.
   from capjax import distributed  # noqa: PLC0415
   distributed.maybe_initialize(_DISTRIBUTED.value)
   from capjax import inference, train  # noqa: PLC0415
-  from capjax.config_util import ConfigError  # noqa: PLC0415
   from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415
-  config, workdir = _CONFIG.value, _WORKDIR.value
-  try:
+  config = _CONFIG.value
+  try:  # what the library raises for input it cannot work with, each with a message that says what to do
     if _MODE.value == "train":
       result = train.train_and_evaluate(config, workdir)
     elif _MODE.value == "eval":
       result = inference.run_eval(config, workdir, _SPLIT.value, _STEP.value)
     else:
-      if not _IMAGES.value:
-        raise app.UsageError("--mode=caption needs --images=GLOB")
       inference.caption_files(config, workdir, _IMAGES.value, _STEP.value)
       return
-  except (ConfigError, DatasetNotBuiltError, FileNotFoundError) as e:
-    logging.error("%s", e)
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+  except (config_util.ConfigError, DatasetNotBuiltError, FileNotFoundError, NotADirectoryError) as error:
+    cli.fail(str(error))
   for kind, path in result["outputs"].items():
     print(f"{kind}: {path}")
 
 
 def run() -> None:
-  app.run(main)
+  cli.run(main)
 
 
 if __name__ == "__main__":

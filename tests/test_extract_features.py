@@ -104,4 +104,5 @@ def test_no_matching_images_is_a_usage_error(weights_dir, tmp_path, capsys):
     ef.main(["extract_features", f"--weights={weights_dir}", f"--images={tmp_path}/*.jpg",
              f"--output={tmp_path / 'f.npz'}"])
   assert exit_info.value.code == 2
-  assert capsys.readouterr().err == f"error: no files match --images='{tmp_path}/*.jpg'\n"
+  assert capsys.readouterr().err == (f"error: no files match --images='{tmp_path}/*.jpg' — give a glob of image "
+                                     "files, e.g. 'photos/**/*.jpg'\n")

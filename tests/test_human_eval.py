@@ -68,13 +68,13 @@ def test_cli_aggregates_files(tmp_path):
 def test_cli_reports_bad_input_in_one_line(tmp_path):
   bad, missing = tmp_path / "bad.csv", tmp_path / "no.csv"
   bad.write_text("image_id,rater,rating\na,1,GOOD\na,2,MAYBE\n")
-  usage = "error: expected `aggregate RATINGS.csv [RATINGS.csv ...]` (see --help)"
+  usage = "error: expected `aggregate RATINGS.csv [RATINGS.csv ...]` — see --help"
   cases = [
       (("aggregate", str(bad)), f"error: {bad}: line 3: rating 'MAYBE' is not GOOD or BAD"),
       (("aggregate", str(missing)), f"error: cannot read {missing}: No such file or directory"),
       (("aggregate",), usage),
       (("summarize", str(bad)), usage),
-      (("aggregate", str(bad), "--raters=0"), "error: flag --raters=0: 0 is not a positive integer (see --help)"),
+      (("aggregate", str(bad), "--raters=0"), "error: flag --raters=0: 0 is not a positive integer — see --help"),
   ]
   for args, stderr in cases:
     run = _run(*args)

@@ -1,60 +1,67 @@
 """Builds a dataset as ArrayRecord (what `tfds.data_source` and grain read), with TFDS's progress bars.
 
-`python -m capjax.data.build --dataset=synthetic_scenes [--config=tiny] [--data_dir=DIR] [--manual_dir=DIR]`
-(`--dataset=cc3m/labeled` names the config too). Builders that count what they left out print their report.
-(the `tfds build` CLI needs apache-beam even for builders that do not use it: tensorflow/datasets#5463).
+  python -m capjax.data.build --dataset=NAME[/CONFIG] [--data_dir=DIR] [--manual_dir=DIR] [--set KEY=VALUE ...]
+
+NAME is one of the project's builders (synthetic_scenes, cc3m, alt_text_captions). Builders that count what they
+left out print their report. (The `tfds build` CLI needs apache-beam even for builders that do not use it:
+tensorflow/datasets#5463.)
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
+import os
+from collections.abc import Sequence
 
-from absl import app, flags
+from absl import flags
 
+from capjax import cli
 from capjax.data import sources
 
-_DATASET = flags.DEFINE_string("dataset", "synthetic_scenes",
-                                "TFDS name of the dataset to build (NAME or NAME/CONFIG).")
-_CONFIG = flags.DEFINE_string("config", "", "Builder config (e.g. `tiny` for synthetic_scenes).")
-_DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data dir ('' -> $TFDS_DATA_DIR or ~/tensorflow_datasets).")
-_MANUAL_DIR = flags.DEFINE_string("manual_dir", "", "Where manually downloaded files are (datasets that need it).")
+FLAGS = flags.FlagValues()
+_DATASET = flags.DEFINE_string("dataset", "synthetic_scenes", "TFDS name of the dataset to build (NAME or NAME/CONFIG)",
+                               flag_values=FLAGS)
+_CONFIG = flags.DEFINE_string("config", "", "builder config (e.g. `tiny` for synthetic_scenes)", flag_values=FLAGS)
+_DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data dir ('' -> $TFDS_DATA_DIR or ~/tensorflow_datasets)",
+                                flag_values=FLAGS)
+_MANUAL_DIR = flags.DEFINE_string("manual_dir", "", "where the manually downloaded files are (datasets that need it)",
+                                  flag_values=FLAGS)
 _SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE for the builder config (repeatable; builders with a "
-                                 "config_from_settings, e.g. alt_text_captions).")
+                                 "config_from_settings, e.g. alt_text_captions)", flag_values=FLAGS)
 
 
-def main(argv) -> None:
-  del argv
-  import tensorflow_datasets as tfds  # noqa: PLC0415
+def main(argv: Sequence[str]) -> None:
+  cli.parse(FLAGS, argv, __doc__)
   dataset, _, config_name = _DATASET.value.partition("/")
   if config_name and _CONFIG.value and config_name != _CONFIG.value:
-    print(f"error: --dataset={_DATASET.value} and --config={_CONFIG.value} name two configs — give one",
-          file=sys.stderr)
-    sys.exit(2)
+    cli.fail(f"--dataset={_DATASET.value} and --config={_CONFIG.value} name two configs — give one")
+  if dataset not in sources.KNOWN_BUILDERS:
+    cli.fail(f"unknown dataset {dataset!r} — choose one of {', '.join(sorted(sources.KNOWN_BUILDERS))}")
+  if _MANUAL_DIR.value and not os.path.isdir(_MANUAL_DIR.value):
+    cli.fail(f"--manual_dir={_MANUAL_DIR.value} is not a directory — {sources.KNOWN_BUILDERS[dataset][1]}")
+  data_dir = cli.writable_dir(sources.default_data_dir({"data_dir": _DATA_DIR.value}), "--data_dir")
   config_name = config_name or _CONFIG.value
-  module = sources.KNOWN_BUILDERS.get(dataset, (None, ""))[0]
-  if module:
-    importlib.import_module(module)
-  name = dataset + (f"/{config_name}" if config_name else "")
+  module = importlib.import_module(sources.KNOWN_BUILDERS[dataset][0])
+  import tensorflow_datasets as tfds  # noqa: PLC0415 (loads TensorFlow: not for --help and flag errors)
   kwargs = {}
   if _SET.value:  # the builder turns --set items into a config of its own (and checks the keys)
-    from_settings = getattr(importlib.import_module(module), "config_from_settings", None) if module else None
+    from_settings = getattr(module, "config_from_settings", None)
     if from_settings is None or config_name:
-      print(f"error: --set is not supported with --dataset={_DATASET.value} — drop --set, or use a dataset whose "
-            "builder takes settings (alt_text_captions)", file=sys.stderr)
-      sys.exit(2)
+      cli.fail(f"--set is not supported with --dataset={_DATASET.value} — drop --set, or use a dataset whose "
+               "builder takes settings (alt_text_captions)")
     try:
       kwargs["config"] = from_settings(_SET.value)
     except ValueError as e:
-      print(f"error: {e}", file=sys.stderr)
-      sys.exit(2)
-  builder = tfds.builder(name, data_dir=sources.default_data_dir({"data_dir": _DATA_DIR.value}), **kwargs)
-  config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
+      cli.fail(str(e))
+  configs = [c.name for c in tfds.builder_cls(dataset).BUILDER_CONFIGS]
+  if config_name and config_name not in configs:
+    cli.fail(f"{dataset} has no config {config_name!r} — choose one of {', '.join(configs) or '(none)'}")
+  builder = tfds.builder(dataset + (f"/{config_name}" if config_name else ""), data_dir=data_dir, **kwargs)
+  download_config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
   try:
-    builder.download_and_prepare(file_format="array_record", download_config=config)
+    builder.download_and_prepare(file_format="array_record", download_config=download_config)
   except FileNotFoundError as e:  # a manual dir or file the builder needs (its message says what to fetch)
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    cli.fail(str(e))
   print(f"built {builder.name}/{builder.builder_config.name if builder.builder_config else ''} "
         f"{builder.version} in {builder.data_dir}")
   for split, info in builder.info.splits.items():
@@ -62,4 +69,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

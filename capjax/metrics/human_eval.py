@@ -124,7 +124,7 @@ _RATERS = flags.DEFINE_integer("raters", 3, "Raters per image; every image needs
 def main(argv: Sequence[str]) -> int:
   args = cli.parse(_FLAGS, argv, __doc__, positional=True)
   if len(args) < 2 or args[0] != "aggregate":
-    cli.fail("expected `aggregate RATINGS.csv [RATINGS.csv ...]` (see --help)")
+    cli.fail("expected `aggregate RATINGS.csv [RATINGS.csv ...]` — see --help")
   rows = []
   try:
     for path in args[1:]:

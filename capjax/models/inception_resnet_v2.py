@@ -319,13 +319,25 @@ def save_converted(directory: str | pathlib.Path, variables: Variables, metadata
   return directory
 
 
+class WeightsError(ValueError):
+  """A weights directory that is not a whole conversion of Inception-ResNet-v2: the message says what to do."""
+
+
 def read_metadata(directory: str | pathlib.Path) -> dict[str, Any]:
   """The JSON metadata written by `save_converted` (format, num_classes, source sha256, ...)."""
   path = pathlib.Path(directory) / METADATA_FILE
   if not path.exists():
     raise FileNotFoundError(f"{path} is missing: convert weights first with "
                             "`python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=DIR`")
-  return json.loads(path.read_text())
+  try:
+    metadata = json.loads(path.read_text(encoding="utf-8"))
+  except (ValueError, OSError) as error:  # truncated, not UTF-8, not JSON, unreadable
+    raise WeightsError(f"{path} is not readable JSON ({error}) — convert the weights again with "
+                       "`python -m capjax.tools.convert_weights`") from error
+  if not isinstance(metadata, dict) or not isinstance(metadata.get("num_classes"), int):
+    raise WeightsError(f"{path} has no integer num_classes: it was not written by capjax.tools.convert_weights — "
+                       "convert the weights again")
+  return metadata
 
 
 def load_converted(directory: str | pathlib.Path) -> dict[str, Any]:
@@ -335,6 +347,11 @@ def load_converted(directory: str | pathlib.Path) -> dict[str, Any]:
   metadata = read_metadata(directory)
   model = InceptionResNetV2(num_classes=metadata["num_classes"])
   target = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), nn.meta.unbox(abstract_variables(model)))
-  with ocp.StandardCheckpointer() as checkpointer:
-    restored = checkpointer.restore(directory / VARIABLES_DIR, target)
+  try:
+    with ocp.StandardCheckpointer() as checkpointer:
+      restored = checkpointer.restore(directory / VARIABLES_DIR, target)
+  except Exception as error:  # noqa: BLE001 (orbax and tensorstore raise many types for a missing, cut or foreign file)
+    raise WeightsError(f"{directory / VARIABLES_DIR} does not hold Inception-ResNet-v2 variables with "
+                       f"{metadata['num_classes']} classes ({type(error).__name__}: {str(error)[:200]}) — convert the "
+                       "weights again with `python -m capjax.tools.convert_weights`") from error
   return jax.tree_util.tree_map(np.asarray, restored)

@@ -8,8 +8,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib.resources
-import sys
 from collections.abc import Iterable, Sequence
+
+from absl import flags
+
+from capjax import cli
 
 REJECT = "reject:"
 COLUMNS = ("id", "source", "category", "alt_text", "expected", "note")
@@ -142,38 +145,24 @@ def report(s: Score, show_misses: bool = True) -> str:
   return "\n".join(lines)
 
 
+FLAGS = flags.FlagValues()
+_GOLD = flags.DEFINE_string("gold", None, "gold TSV (default: the shipped capjax/text/data/gold.tsv)", flag_values=FLAGS)
+_CATEGORY = flags.DEFINE_string("category", None, "score only the rows of this category", flag_values=FLAGS)
+_MISSES = flags.DEFINE_bool("misses", True, "list the rows the pipeline gets wrong", flag_values=FLAGS)
+
+
 def main(argv: Sequence[str]) -> None:
-  from absl import flags
-
-  if len(argv) > 1:
-    print(f"error: unexpected arguments {' '.join(argv[1:])} — pass options as --flag=value", file=sys.stderr)
-    sys.exit(2)
-  FLAGS = flags.FLAGS
+  cli.parse(FLAGS, argv, __doc__)
   try:
-    rows = load(FLAGS.gold)
+    rows = load(_GOLD.value)
   except (OSError, ValueError) as e:
-    print(f"error: cannot read the gold set: {e} — pass --gold=FILE with the columns of capjax/text/data/gold.tsv",
-          file=sys.stderr)
-    sys.exit(2)
-  if FLAGS.category:
-    rows = [r for r in rows if r.category == FLAGS.category]
+    cli.fail(f"cannot read the gold set: {e} — pass --gold=FILE with the columns of capjax/text/data/gold.tsv")
+  if _CATEGORY.value:
+    rows = [r for r in rows if r.category == _CATEGORY.value]
     if not rows:
-      print(f"error: no gold rows in category {FLAGS.category!r} — see the category column of the gold set",
-            file=sys.stderr)
-      sys.exit(2)
-  print(report(score(rows), show_misses=FLAGS.misses))
-
-
-def define_flags() -> None:
-  from absl import flags
-
-  flags.DEFINE_string("gold", None, "gold TSV (default: the shipped capjax/text/data/gold.tsv)")
-  flags.DEFINE_string("category", None, "score only the rows of this category")
-  flags.DEFINE_bool("misses", True, "list the rows the pipeline gets wrong")
+      cli.fail(f"no gold rows in category {_CATEGORY.value!r} — see the category column of the gold set")
+  print(report(score(rows), show_misses=_MISSES.value))
 
 
 if __name__ == "__main__":
-  from absl import app
-
-  define_flags()
-  app.run(main)
+  cli.run(main)

@@ -395,10 +395,14 @@ _OUTPUT = flags.DEFINE_string("output", None, "directory for the orbax checkpoin
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
+  if not os.path.isfile(_INPUT.value):
+    cli.fail(f"--input={_INPUT.value} is not a file — give the downloaded {_FORMAT.value} weights file")
+  cli.writable_dir(_OUTPUT.value, "--output")  # before the conversion, not after it
   try:
     metadata = convert(_FORMAT.value, _INPUT.value, _OUTPUT.value)
   except (ConversionError, OSError) as error:
-    cli.fail(f"--input={_INPUT.value}: {error}")
+    cli.fail(f"--input={_INPUT.value}: {getattr(error, 'strerror', None) or error} — give Inception-ResNet-v2 "
+             f"weights in the --format={_FORMAT.value} layout (see --help)")
   print(json.dumps(metadata, indent=2, sort_keys=True))
 
 

@@ -11,6 +11,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import glob
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -158,19 +159,26 @@ _IMAGE_SIZE = flags.DEFINE_integer("image_size", irv2.IMAGE_SIZE, "square input 
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
+  output_dir = os.path.dirname(os.path.abspath(_OUTPUT.value))
+  if os.path.isdir(_OUTPUT.value) or not _OUTPUT.value.endswith(".npz"):
+    cli.fail(f"--output={_OUTPUT.value} is not a .npz file name — e.g. --output=features.npz")
+  if not os.path.isdir(output_dir):
+    cli.fail(f"--output={_OUTPUT.value}: the folder {output_dir} does not exist — create it first")
   paths = sorted(glob.glob(_IMAGES.value, recursive=True))
   if not paths:
-    cli.fail(f"no files match --images={_IMAGES.value!r}")
+    cli.fail(f"no files match --images={_IMAGES.value!r} — give a glob of image files, e.g. 'photos/**/*.jpg'")
   try:
     metadata = irv2.read_metadata(_WEIGHTS.value)
-  except FileNotFoundError as error:
+    variables = irv2.load_converted(_WEIGHTS.value)
+  except (FileNotFoundError, irv2.WeightsError) as error:
     cli.fail(str(error))
   model = irv2.InceptionResNetV2(num_classes=metadata["num_classes"])
-  variables = irv2.load_converted(_WEIGHTS.value)
   start = time.perf_counter()
   features = extract(paths, model, variables, _IMAGE_SIZE.value, _BATCH_SIZE.value, progress=True)
   seconds = time.perf_counter() - start
-  np.savez(_OUTPUT.value, **features.arrays())
+  partial = _OUTPUT.value[:-len(".npz")] + ".partial.npz"  # renamed when whole: a killed run leaves no .npz
+  np.savez(partial, **features.arrays())
+  os.replace(partial, _OUTPUT.value)
   print(f"{len(features.names)} images in {seconds:.1f}s ({len(features.names) / max(seconds, 1e-9):.1f} images/s, "
         f"compilation included); {len(features.skipped)} skipped; wrote {_OUTPUT.value}", file=sys.stderr)
 

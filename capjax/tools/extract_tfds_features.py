@@ -359,14 +359,16 @@ _OUTPUT_DATA_DIR = flags.DEFINE_string("output_data_dir", "", "where the variant
 _VARIANT = flags.DEFINE_string("variant", DEFAULT_VARIANT, "suffix of the output name: {dataset}_{variant}",
                                flag_values=FLAGS)
 _SPLITS = flags.DEFINE_list("splits", [], "comma-separated splits (none: all)", flag_values=FLAGS)
-_IMAGE_SIZE = flags.DEFINE_integer("image_size", irv2.IMAGE_SIZE, "299 gives the 8x8 grid", flag_values=FLAGS)
+_IMAGE_SIZE = flags.DEFINE_integer("image_size", irv2.IMAGE_SIZE, "299 gives the 8x8 grid",
+                                   lower_bound=irv2.MIN_IMAGE_SIZE, flag_values=FLAGS)
 _DTYPE = flags.DEFINE_enum("dtype", "float16", ["float16", "float32"], "storage type of grid and pooled (float16 "
                            "halves the disk: 196 KB per 8x8 grid)", flag_values=FLAGS)
 _IMAGE_KEY = flags.DEFINE_string("image_key", "image", "the source feature holding the picture", flag_values=FLAGS)
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", DEFAULT_BATCH_SIZE, "per process, over its devices",
                                    lower_bound=1, flag_values=FLAGS)
 _EXAMPLES_PER_SHARD = flags.DEFINE_integer("examples_per_shard", DEFAULT_EXAMPLES_PER_SHARD,
-                                           "the unit of resumption and of the output files", flag_values=FLAGS)
+                                           "the unit of resumption and of the output files", lower_bound=1,
+                                           flag_values=FLAGS)
 _DISTRIBUTED = flags.DEFINE_enum("distributed", "auto", list(distributed.MODES),
                                  "jax.distributed.initialize(), as capjax.main", flag_values=FLAGS)
 
@@ -374,19 +376,26 @@ _DISTRIBUTED = flags.DEFINE_enum("distributed", "auto", list(distributed.MODES),
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
-  distributed.maybe_initialize(_DISTRIBUTED.value)
   name, _, config = _DATASET.value.partition("/")
+  if name not in sources.KNOWN_BUILDERS:
+    cli.fail(f"unknown dataset {name!r} — choose one of {', '.join(sorted(sources.KNOWN_BUILDERS))}")
+  if _DATA_DIR.value and not os.path.isdir(os.path.expanduser(_DATA_DIR.value)):
+    cli.fail(f"--data_dir={_DATA_DIR.value} is not a directory — give the TFDS data dir the dataset was built in")
+  distributed.maybe_initialize(_DISTRIBUTED.value)
   dataset = ml_collections.ConfigDict(
       {"name": name, "builder_config": config, "data_dir": _DATA_DIR.value, "auto_build": False, "features": ""})
+  output_flag = "--output_data_dir" if _OUTPUT_DATA_DIR.value else "--data_dir"
+  output_root = cli.writable_dir(os.path.expanduser(_OUTPUT_DATA_DIR.value or sources.default_data_dir(dataset)),
+                                 output_flag)  # checked before hours of extraction, not after
   start = time.perf_counter()
   try:  # a source that is not built, unconverted weights, or settings that do not fit: exit 2 with what to do
     source = sources.prepare(dataset)
     irv2.read_metadata(_WEIGHTS.value)
     out_dir = extract_dataset(
-        source, _WEIGHTS.value, _OUTPUT_DATA_DIR.value or sources.default_data_dir(dataset), _VARIANT.value,
+        source, _WEIGHTS.value, output_root, _VARIANT.value,
         _SPLITS.value or None, _IMAGE_SIZE.value, _DTYPE.value, _IMAGE_KEY.value, _BATCH_SIZE.value,
         _EXAMPLES_PER_SHARD.value)
-  except (sources.DatasetNotBuiltError, FileNotFoundError, SettingsError) as error:
+  except (sources.DatasetNotBuiltError, FileNotFoundError, SettingsError, irv2.WeightsError) as error:
     cli.fail(str(error))
   seconds = time.perf_counter() - start
   if jax.process_index() == 0:

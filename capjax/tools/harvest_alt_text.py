@@ -18,11 +18,13 @@ import re
 import sys
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import BinaryIO
 
-from absl import app, flags
+from absl import flags
 from selectolax.lexbor import LexborHTMLParser
+
+from capjax import cli
 
 HEADER = ("url", "caption", "page_url")
 HTML_SUFFIXES = (".html", ".htm")
@@ -189,15 +191,23 @@ def harvest(paths: Iterable[str], counts: collections.Counter,
 
 
 def write_tsv(rows: Iterable[tuple[str, str, str]], output: str) -> None:
-  with open(output, "w", encoding="utf-8", errors="replace", newline="\n") as f:
+  """Writes a `.partial` file renamed to `output` when complete: an interrupted harvest leaves no TSV that looks
+  whole to img2dataset."""
+  partial = output + ".partial"
+  with open(partial, "w", encoding="utf-8", errors="replace", newline="\n") as f:
     f.write("\t".join(HEADER) + "\n")
     for row in rows:
       f.write("\t".join(row) + "\n")
+  os.replace(partial, output)
 
 
-_INPUT = flags.DEFINE_multi_string("input", None, "Glob of .html/.htm or .warc/.warc.gz files; repeatable.")
-_OUTPUT = flags.DEFINE_string("output", None, "The candidates TSV to write (url, caption, page_url).")
-_MAX_ALT_CHARS = flags.DEFINE_integer("max_alt_chars", MAX_ALT_CHARS, "Longer alt-texts are counted and skipped.")
+FLAGS = flags.FlagValues()
+_INPUT = flags.DEFINE_multi_string("input", None, "glob of .html/.htm or .warc/.warc.gz files; repeatable",
+                                   flag_values=FLAGS, required=True)
+_OUTPUT = flags.DEFINE_string("output", None, "the candidates TSV to write (url, caption, page_url)",
+                              flag_values=FLAGS, required=True)
+_MAX_ALT_CHARS = flags.DEFINE_integer("max_alt_chars", MAX_ALT_CHARS, "longer alt-texts are counted and skipped",
+                                      lower_bound=1, flag_values=FLAGS)
 
 
 def run(patterns: list[str], output: str, max_alt_chars: int = MAX_ALT_CHARS) -> dict[str, int]:
@@ -206,33 +216,28 @@ def run(patterns: list[str], output: str, max_alt_chars: int = MAX_ALT_CHARS) ->
   folder = os.path.dirname(os.path.abspath(output))
   if not os.path.isdir(folder):
     raise HarvestError(f"the output folder {folder} does not exist — create it or choose another --output")
+  if os.path.isdir(output):
+    raise HarvestError(f"--output={output} is a directory — name the TSV file to write")
+  if any(os.path.exists(output) and os.path.samefile(output, path) for path in paths):
+    raise HarvestError(f"--output={output} is one of the inputs — choose another file, the inputs are never written")
   counts: collections.Counter = collections.Counter()
   write_tsv(harvest(paths, counts, max_alt_chars), output)
   return {k: counts[k] for k in COUNT_KEYS}
 
 
-def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    print(f"error: unexpected arguments {argv[1:]} — pass files with --input=GLOB", file=sys.stderr)
-    sys.exit(2)
-  if not _INPUT.value or not _OUTPUT.value:
-    print("error: --input and --output are required — e.g. --input='crawl/*.warc.gz' --output=candidates.tsv",
-          file=sys.stderr)
-    sys.exit(2)
+def main(argv: Sequence[str]) -> None:
+  cli.parse(FLAGS, argv, __doc__)
   start = time.time()
   try:
     counts = run(_INPUT.value, _OUTPUT.value, _MAX_ALT_CHARS.value)
   except HarvestError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    cli.fail(str(e))
   except OSError as e:
-    print(f"error: cannot read or write {e.filename} ({e.strerror}) — check the path and its permissions",
-          file=sys.stderr)
-    sys.exit(2)
+    cli.fail(f"cannot read or write {e.filename} ({e.strerror}) — check the path and its permissions")
   print(json.dumps(counts), file=sys.stderr)
   print(f"{counts['candidates']:,} candidates from {counts['pages']:,} pages in {time.time() - start:.1f} s "
         f"→ {_OUTPUT.value}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)
