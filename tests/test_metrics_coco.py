@@ -149,3 +149,66 @@ def test_command_line_help_shows_the_usage():
 def test_references_follow_the_images_list_and_ignore_other_annotations(tmp_path):
   refs, _ = _write_coco(tmp_path, [])
   assert cli.load_references(refs) == {1: ["A dog on the grass."], 2: ["A cat on a sofa."]}
+
+
+_REFS = {"images": [{"id": 1}, {"id": 2}], "annotations": [{"image_id": 1, "caption": "A dog on the grass."},
+                                                           {"image_id": 2, "caption": "A cat on a sofa."}]}
+_PREDS = [{"image_id": 1, "caption": "a dog"}, {"image_id": 2, "caption": "a cat"}]
+
+
+@pytest.mark.parametrize("refs,preds,message", [
+    (_REFS, b'[{"image_id": 1, "caption": "a dog"},',
+     "{preds} is not JSON (Expecting value: line 1 column 38) — give COCO results, a JSON list of "
+     "{{\"image_id\", \"caption\"}} objects"),
+    (_REFS, b'\xff[]', "{preds}: byte 1 is not UTF-8 — save the file as UTF-8 JSON"),
+    (b"", _PREDS, "{refs} is not JSON (Expecting value: line 1 column 1) — give COCO caption annotations, a JSON "
+     "object with \"annotations\""),
+    ([], _PREDS, "{refs}: expected COCO caption annotations, a JSON object with \"annotations\" (a list) — give the "
+     "annotations file, e.g. captions_val2014.json"),
+    ({"annotations": {}}, _PREDS, "{refs}: expected COCO caption annotations, a JSON object with \"annotations\" (a "
+     "list) — give the annotations file, e.g. captions_val2014.json"),
+    ({"images": {}, "annotations": []}, _PREDS,
+     "{refs}: \"images\" is not a list — give a list of {{\"id\": ...}} objects, or leave it out"),
+    ({"images": [1], "annotations": []}, _PREDS,
+     "{refs}: image 0 is 1, not an object with \"id\" — give each image's id"),
+    ({"annotations": [{"image_id": 1}]}, _PREDS, "{refs}: annotation 0 is {{\"image_id\": 1}}, not an object with "
+     "\"image_id\" and \"caption\" — give one per caption"),
+    ({"annotations": [{"image_id": [1], "caption": "x"}]}, _PREDS,
+     "{refs}: annotation 0: the image id is [1], not an integer or a string — give each image's id"),
+    ({"annotations": [{"image_id": 1, "caption": " \n"}]}, _PREDS,
+     "{refs}: annotation 0 (image 1) has an empty caption — remove the annotation or give its text"),
+    ({"annotations": [{"image_id": 1, "caption": None}]}, _PREDS,
+     "{refs}: annotation 0 (image 1): the caption is a JSON null, not a string — give the caption's text"),
+    (_REFS, {"1": "a dog"}, "{preds}: expected COCO results, a JSON list of {{\"image_id\", \"caption\"}} objects, "
+     "got a JSON object — give the results file"),
+    (_REFS, [["a dog"]], "{preds}: result 0 is [\"a dog\"], not an object with \"image_id\" and \"caption\" — give "
+     "one per caption"),
+    (_REFS, [{"image_id": 1, "caption": ["a", "dog"]}], "{preds}: result 0 (image 1): the caption is a JSON array, "
+     "not a string — give the caption's text"),
+    (_REFS, [{"image_id": 1.0, "caption": "a dog"}],
+     "{preds}: result 0: the image id is 1.0, not an integer or a string — give each image's id"),
+    (_REFS, [{"image_id": "1", "caption": "a"}, {"image_id": "2", "caption": "b"}], "{preds} writes image \"1\" as a "
+     "JSON string, {refs} as a number (1) — write the ids the same way in both files"),
+    (_REFS, [*_PREDS, {"image_id": 3, "caption": "a bird"}, {"image_id": "x", "caption": "a bird"}],
+     "2 image(s) with no references: 3, 'x'"),
+])
+def test_command_line_names_what_is_wrong_with_the_files(tmp_path, capsys, refs, preds, message):
+  paths = {}
+  for name, content in (("refs", refs), ("preds", preds)):
+    paths[name] = tmp_path / f"{name}.json"
+    paths[name].write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+  with pytest.raises(SystemExit) as exit_:
+    cli.main(["capjax.metrics", str(paths["refs"]), str(paths["preds"]), "--metrics=CIDEr"])
+  captured = capsys.readouterr()
+  assert (exit_.value.code, captured.out, captured.err) == (2, "", f"error: {message.format(**paths)}\n")
+
+
+def test_command_line_scores_an_empty_prediction_and_reads_a_byte_order_mark(tmp_path, capsys):
+  refs, preds = tmp_path / "refs.json", tmp_path / "preds.json"
+  refs.write_bytes(b"\xef\xbb\xbf" + json.dumps(_REFS).encode())
+  preds.write_text(json.dumps([{"image_id": 1, "caption": "a dog on the grass"}, {"image_id": 2, "caption": ""}]))
+  assert cli.main(["capjax.metrics", str(refs), str(preds), "--metrics=Bleu,ROUGE_L"]) == 0
+  scores = json.loads(capsys.readouterr().out)
+  assert scores == pytest.approx(evaluate({1: ["A dog on the grass."], 2: ["A cat on a sofa."]},
+                                          {1: "a dog on the grass", 2: ""}, ["Bleu", "ROUGE_L"]), abs=1e-12)
+  assert scores["ROUGE_L"] == pytest.approx(0.5, abs=1e-12)  # the empty caption scores 0, the exact one 1

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from capjax.text.stats import caption_stats
 
 
@@ -69,5 +71,47 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, repo_root):
 
 def test_help_shows_usage(repo_root):
   proc = _cli("--help", cwd=repo_root)
-  assert proc.returncode == 1  # absl's --help prints the usage and exits 1
+  assert proc.returncode == 0
   assert "python -m capjax.text.stats FILE.tsv" in proc.stdout and "--dataset" in proc.stdout
+
+
+def test_blank_lines_are_skipped_and_counted_not_read_as_empty_captions(tmp_path, capsys):
+  from capjax.text import stats
+
+  tsv = tmp_path / "captions.tsv"
+  tsv.write_bytes(b"\xef\xbb\xbfa dog\tu1\n\n  \r\nthree cats sleep\tu2\rtwo birds\tu3\r\n")  # BOM, CR, CRLF
+  assert stats.main(["--column=0", str(tsv)]) == 0  # flags before FILE as well as after
+  captured = capsys.readouterr()
+  assert json.loads(captured.out) == {"examples": 3, "unique_tokens": 7, "tokens_mean": 2.3333, "tokens_std": 0.4714,
+                                      "tokens_median": 2.0}
+  assert captured.err == "blank lines skipped: 2\n"
+  jsonl = tmp_path / "out.jsonl"
+  jsonl.write_text('\n{"kept": true, "caption": "a b c"}\n\n{"kept": false, "caption": null}\n', encoding="utf-8")
+  assert stats.main([str(jsonl)]) == 0
+  captured = capsys.readouterr()
+  assert (json.loads(captured.out)["examples"], captured.err) == (1, "blank lines skipped: 2\n")
+
+
+@pytest.mark.parametrize("name,data,args,message", [
+    ("c.tsv", b"a dog\tu1\nno url here\n", ["--column=1"],
+     "{path} line 2 has 1 column(s), no column 1 (counted from 0) — pass the --column every row has"),
+    ("c.tsv", b"a dog\nCaf\xe9 au lait\n", [], "{path} line 2: byte 4 (0xe9) is not UTF-8 — save the file as UTF-8"),
+    ("c.jsonl", b'{"kept": true, "caption": "a b"}\n{"kept": true,\n', [],
+     "{path} line 2 is not JSON (Expecting property name enclosed in double quotes) — give a capjax.text.pipeline "
+     "output"),
+    ("c.jsonl", b'["a b"]\n', [], "{path} line 1 is not a JSON object — give a capjax.text.pipeline output"),
+    ("c.jsonl", b'{"kept": true, "caption": 3}\n', [],
+     "{path} line 1: the caption is int, not a string — give a capjax.text.pipeline output"),
+    ("c.tsv", b"a dog\n", ["--column=-1"], "flag --column=-1: -1 is not a non-negative integer (see --help)"),
+    ("c.tsv", b"a dog\n", ["--tokenizer=spacy"],
+     "flag --tokenizer=spacy: value should be one of <whitespace|treebank> (see --help)"),
+])
+def test_a_row_the_statistics_cannot_use_is_an_error_naming_its_line(tmp_path, capsys, name, data, args, message):
+  from capjax.text import stats
+
+  path = tmp_path / name
+  path.write_bytes(data)
+  with pytest.raises(SystemExit) as exit_:
+    stats.main([str(path), *args])
+  captured = capsys.readouterr()
+  assert (exit_.value.code, captured.out, captured.err) == (2, "", f"error: {message.format(path=path)}\n")

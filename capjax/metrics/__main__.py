@@ -23,34 +23,98 @@ _TOKENIZE = flags.DEFINE_bool("tokenize", True, "Run pycocoevalcap's PTB tokeniz
                               "captions are already PTB-tokenized).", flag_values=_FLAGS)
 
 
+def _load_json(path: str, what: str) -> Any:
+  """The JSON value in the file at `path`; a ValueError that names the file and says what is wrong with it."""
+  with open(path, "rb") as f:
+    raw = f.read()
+  try:
+    return json.loads(raw)  # bytes: UTF-8 (a byte-order mark too), UTF-16 or UTF-32, as RFC 8259 allows
+  except UnicodeDecodeError as error:
+    raise ValueError(f"{path}: byte {error.start + 1} is not UTF-8 — save the file as UTF-8 JSON") from error
+  except json.JSONDecodeError as error:
+    raise ValueError(f"{path} is not JSON ({error.msg}: line {error.lineno} column {error.colno}) — give {what}") \
+        from error
+
+
+def _json_type(value: Any) -> str:
+  """What JSON calls the type of a parsed value."""
+  names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+  return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _image_id(value: Any, where: str) -> Any:
+  """A COCO image id: an integer (COCO's) or a string; anything else cannot be matched between the two files."""
+  if isinstance(value, bool) or not isinstance(value, (int, str)):
+    raise ValueError(f"{where}: the image id is {json.dumps(value)[:40]}, not an integer or a string — give "
+                     "each image's id")
+  return value
+
+
+def _entry(value: Any, index: int, path: str, what: str) -> tuple[Any, Any]:
+  """(image id, caption) of entry `index` of a COCO list, its keys checked; the caption is checked by the caller."""
+  where = f"{path}: {what} {index}"
+  if not isinstance(value, dict) or "image_id" not in value or "caption" not in value:
+    raise ValueError(f"{where} is {json.dumps(value)[:60]}, not an object with \"image_id\" and \"caption\" — "
+                     "give one per caption")
+  image = _image_id(value["image_id"], where)
+  caption = value["caption"]
+  if not isinstance(caption, str):
+    raise ValueError(f"{where} (image {image!r}): the caption is a JSON {_json_type(caption)}, not a string — "
+                     "give the caption's text")
+  return image, caption
+
+
 def load_references(path: str) -> dict[Any, list[str]]:
-  """COCO caption annotations -> {image id: [captions]}, images in the file's "images" order."""
-  with open(path, encoding="utf-8") as f:
-    data = json.load(f)
-  if not isinstance(data, dict) or "annotations" not in data:
-    raise ValueError(f"{path}: expected COCO caption annotations, a JSON object with \"annotations\"")
-  refs: dict[Any, list[str]] = {image["id"]: [] for image in data.get("images", [])}
+  """COCO caption annotations -> {image id: [captions]}, images in the file's "images" order. An empty reference
+  caption is an error (a broken annotation, which would lower every score it is in); an empty prediction is not."""
+  what = "COCO caption annotations, a JSON object with \"annotations\""
+  data = _load_json(path, what)
+  if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
+    raise ValueError(f"{path}: expected {what} (a list) — give the annotations file, e.g. captions_val2014.json")
+  images = data.get("images", [])
+  if not isinstance(images, list):
+    raise ValueError(f"{path}: \"images\" is not a list — give a list of {{\"id\": ...}} objects, or leave it out")
+  refs: dict[Any, list[str]] = {}
+  for index, image in enumerate(images):
+    if not isinstance(image, dict) or "id" not in image:
+      raise ValueError(f"{path}: image {index} is {json.dumps(image)[:60]}, not an object with \"id\" — give "
+                       "each image's id")
+    refs[_image_id(image["id"], f"{path}: image {index}")] = []
   listed = bool(refs)
-  for annotation in data["annotations"]:
-    image = annotation["image_id"]
+  for index, annotation in enumerate(data["annotations"]):
+    image, caption = _entry(annotation, index, path, "annotation")
+    if not caption.strip():
+      raise ValueError(f"{path}: annotation {index} (image {image!r}) has an empty caption — remove the "
+                       "annotation or give its text")
     if image in refs or not listed:
-      refs.setdefault(image, []).append(annotation["caption"])
+      refs.setdefault(image, []).append(caption)
   return refs
 
 
 def load_predictions(path: str) -> dict[Any, str]:
-  """COCO results ([{"image_id": .., "caption": ..}]) -> {image id: caption}; one caption per image."""
-  with open(path, encoding="utf-8") as f:
-    data = json.load(f)
+  """COCO results ([{"image_id": .., "caption": ..}]) -> {image id: caption}; one caption per image (it may be
+  empty: a model that says nothing scores 0)."""
+  data = _load_json(path, "COCO results, a JSON list of {\"image_id\", \"caption\"} objects")
   if not isinstance(data, list):
-    raise ValueError(f"{path}: expected COCO results, a JSON list of {{\"image_id\", \"caption\"}} objects")
+    raise ValueError(f"{path}: expected COCO results, a JSON list of {{\"image_id\", \"caption\"}} objects, got a "
+                     f"JSON {_json_type(data)} — give the results file")
   preds: dict[Any, str] = {}
-  for result in data:
-    image = result["image_id"]
+  for index, result in enumerate(data):
+    image, caption = _entry(result, index, path, "result")
     if image in preds:
       raise ValueError(f"{path}: image {image!r} has more than one predicted caption")
-    preds[image] = result["caption"]
+    preds[image] = caption
   return preds
+
+
+def check_id_types(refs: dict[Any, list[str]], preds: dict[Any, str], refs_path: str, preds_path: str) -> None:
+  """A clearer error than "no prediction / no references" for the same ids written as numbers in one file and
+  strings in the other (1 and "1")."""
+  if set(refs) != set(preds) and {str(i) for i in refs} == {str(i) for i in preds}:
+    pred = next(i for i in preds if i not in refs)
+    ref = next(i for i in refs if str(i) == str(pred))
+    raise ValueError(f"{preds_path} writes image {json.dumps(pred)} as a JSON {_json_type(pred)}, {refs_path} as a "
+                     f"{_json_type(ref)} ({json.dumps(ref)}) — write the ids the same way in both files")
 
 
 def parse_metrics(names: Sequence[str]) -> tuple[str, ...]:
@@ -68,7 +132,9 @@ def main(argv: Sequence[str]) -> int:
     cli.fail(f"expected two files, REFS.json PREDS.json, got {len(files)} argument(s) (see --help)")
   try:
     metrics = parse_metrics(_METRICS.value)
-    scores = evaluate(load_references(files[0]), load_predictions(files[1]), metrics, tokenize=_TOKENIZE.value)
+    refs, preds = load_references(files[0]), load_predictions(files[1])
+    check_id_types(refs, preds, files[0], files[1])
+    scores = evaluate(refs, preds, metrics, tokenize=_TOKENIZE.value)
   except OSError as error:
     cli.fail(f"cannot read {error.filename}: {error.strerror}")
   except (ValueError, KeyError, RuntimeError, TimeoutError) as error:

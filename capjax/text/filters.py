@@ -22,6 +22,11 @@ from capjax.text.config import FilterConfig
 class Reason(enum.StrEnum):
   """Why a candidate was dropped; the value is what the pipeline writes."""
 
+  # The input row itself (capjax.text.pipeline.read_tsv): not a candidate at all.
+  INVALID_UTF8 = "invalid_utf8"
+  NO_TAB = "no_tab"
+  EMPTY_ID = "empty_id"
+  EXTRA_COLUMNS = "extra_columns"
   EMPTY = "empty"
   TOO_MANY_CHARACTERS = "too_many_characters"
   BOILERPLATE_ONLY = "boilerplate_only"
@@ -47,7 +52,8 @@ class Reason(enum.StrEnum):
 
 # Stages in pipeline order, each with the reasons it can give.
 STAGES: dict[str, tuple[Reason, ...]] = {
-    "input": (Reason.EMPTY, Reason.TOO_MANY_CHARACTERS, Reason.BOILERPLATE_ONLY),
+    "input": (Reason.INVALID_UTF8, Reason.NO_TAB, Reason.EMPTY_ID, Reason.EXTRA_COLUMNS, Reason.EMPTY,
+              Reason.TOO_MANY_CHARACTERS, Reason.BOILERPLATE_ONLY),
     "lexical": (Reason.TOO_SHORT, Reason.TOO_LONG, Reason.PROFANITY, Reason.NOT_CAPITALIZED,
                 Reason.TOO_MANY_CAPITALS, Reason.ALL_CAPS, Reason.TITLE_CASE, Reason.REPETITION),
     "syntactic": (Reason.NO_DETERMINER, Reason.NO_NOUN, Reason.NO_PREPOSITION, Reason.NOUN_RATIO),

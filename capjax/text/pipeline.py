@@ -3,6 +3,14 @@
 usage: python -m capjax.text.pipeline --input=IN.tsv --output=OUT.jsonl [--min_concept_count=100]
            [--vocabulary=WORDS.txt] [--entities=KG.tsv] [--no_seed_entities]
 Writes one JSON line per input row and the per-stage funnel beside it (OUT.funnel.json), and prints the funnel.
+
+IN.tsv: rows `id<TAB>alt_text`, no header, UTF-8 (a byte-order mark is dropped), lines ending in "\\n", "\\r\\n"
+or "\\r". A row that cannot be a candidate is still one output line, rejected at the input stage with its line
+number in "detail": `invalid_utf8` (bad bytes are never replaced by U+FFFD: the alt_text shows them as
+\\xNN escapes), `no_tab` (a blank line too), `empty_id`, and `extra_columns` for more than one tab: a tab inside
+an alt-text cannot be told from a third column, and either guess (join, or drop the rest) would corrupt
+captions without a word, so the row is counted, not guessed at.
+OUT.jsonl appears only when the run is done (it is written under a temporary name, then renamed).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import os
 import pathlib
 import sys
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -21,6 +30,7 @@ from absl import flags
 
 from capjax import cli
 from capjax.text import concepts as concepts_lib
+from capjax.text import lines as lines_lib
 from capjax.text.annotate import Annotation, Annotator, normalize_text
 from capjax.text.boilerplate import strip_boilerplate
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
@@ -39,7 +49,7 @@ class Record:
   reason: str | None
   caption: str | None
   concepts: tuple[str, ...]
-  detail: str | None = None  # what the reason is about: the unresolved name for "unresolved_entity"
+  detail: str | None = None  # what the reason is about: the unresolved name, the input line of an input-row reason
 
   def to_json(self) -> str:
     row = {"id": self.id, "alt_text": self.alt_text, "kept": self.kept, "reason": self.reason,
@@ -150,13 +160,38 @@ def prune_records(records: Iterable[Record], counts: dict[str, int], min_count: 
     yield record
 
 
-def read_tsv(path: str) -> Iterator[tuple[str, str]]:
-  """Rows `id<TAB>alt_text` (further columns ignored); a row without a tab has an empty alt-text."""
-  with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
-    for line in f:
-      line = line.rstrip("\r\n")
-      id_, _, rest = line.partition("\t")
-      yield id_, rest.split("\t")[0]
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One input line: a candidate (`reason` None), or why the line is not one and where (`detail`)."""
+
+  id: str
+  alt_text: str
+  reason: Reason | None = None
+  detail: str | None = None
+
+
+def parse_row(line: bytes, number: int) -> Row:
+  """Line `number` (from 1) of the input, without its line ending: `id<TAB>alt_text`, decoded on its own."""
+  try:
+    text = line.decode("utf-8")
+  except UnicodeDecodeError as error:
+    id_, _, alt_text = line.decode("utf-8", errors="backslashreplace").partition("\t")
+    return Row(id_, alt_text, Reason.INVALID_UTF8, f"line {number}: {lines_lib.undecodable(line, error)} is not UTF-8")
+  fields = text.split("\t")
+  if len(fields) == 1:
+    return Row(text, "", Reason.NO_TAB, f"line {number}" + ("" if text.strip() else ": blank"))
+  id_, alt_text = fields[0], "\t".join(fields[1:])
+  if not id_.strip():
+    return Row(id_, alt_text, Reason.EMPTY_ID, f"line {number}")
+  if len(fields) > 2:
+    return Row(id_, alt_text, Reason.EXTRA_COLUMNS, f"line {number}: {len(fields)} columns")
+  return Row(id_, alt_text)
+
+
+def read_tsv(path: str | os.PathLike) -> Iterator[Row]:
+  """Every line of the input as a `Row` (see the module docstring for what is rejected and why)."""
+  for number, line in enumerate(lines_lib.read_lines(path), 1):
+    yield parse_row(line, number)
 
 
 def funnel_path(output: str) -> pathlib.Path:
@@ -165,32 +200,55 @@ def funnel_path(output: str) -> pathlib.Path:
   return path.with_name(path.name.removesuffix(".jsonl") + ".funnel.json")
 
 
-def run(input_path: str, output_path: str, config: PipelineConfig, log_every: int = 10_000) -> dict[str, Any]:
-  """Two passes: per-example stages into a temporary file with concept counts, then concept pruning."""
-  pipeline = TextPipeline(config)
-  temporary = output_path + ".partial"
-  counter = concepts_lib.ConceptCounts()
-  accumulator = counter.create_accumulator()
-  start = time.time()
-  with open(temporary, "w", encoding="utf-8") as out:
-    for n, (id_, alt_text) in enumerate(read_tsv(input_path), 1):
-      record = pipeline.process(id_, alt_text)
-      if record.kept:
-        accumulator = counter.add_input(accumulator, record.concepts)
-      out.write(record.to_json() + "\n")
-      if log_every and n % log_every == 0:
-        print(f"{n} candidates, {n / (time.time() - start):.0f}/s", file=sys.stderr)
-  counts = counter.extract_output(accumulator)
-  with open(temporary, encoding="utf-8") as f, open(output_path, "w", encoding="utf-8") as out:
-    records = (Record.from_json(line) for line in f)
-    for record in prune_records(records, counts, config.min_concept_count, pipeline.funnel):
-      out.write(record.to_json() + "\n")
-  os.remove(temporary)
-  summary = pipeline.funnel.summary()
-  summary["concepts"] = {"distinct": len(counts), "rare": len(concepts_lib.rare_concepts(counts, config.min_concept_count)),
-                         "min_concept_count": config.min_concept_count}
-  summary["seconds"] = round(time.time() - start, 2)
-  funnel_path(output_path).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+def _temporary_beside(path: str) -> str:
+  """A new name beside `path` that no other run uses and that does not look like a finished output."""
+  return f"{path}.{uuid.uuid4().hex[:8]}.partial"
+
+
+def run(input_path: str, output_path: str, config: PipelineConfig, log_every: int = 10_000,
+        pipeline: TextPipeline | None = None) -> dict[str, Any]:
+  """Two passes: per-example stages into a temporary file with concept counts, then concept pruning into a
+  second one, renamed to `output_path` (after the funnel) only when everything is written. An interrupted run
+  removes its `*.partial` files (a killed one leaves them) and never leaves a short output that looks complete.
+  (An output that is a symbolic link is written through: its target is replaced.)"""
+  output, funnel = os.path.realpath(output_path), os.path.realpath(funnel_path(output_path))
+  first_pass, second_pass = _temporary_beside(output), _temporary_beside(output)
+  funnel_temporary = _temporary_beside(funnel)
+  try:
+    with open(first_pass, "x", encoding="utf-8") as out:  # before loading anything: an unwritable place fails now
+      pipeline = pipeline or TextPipeline(config)
+      counter = concepts_lib.ConceptCounts()
+      accumulator = counter.create_accumulator()
+      start = time.time()
+      for n, row in enumerate(read_tsv(input_path), 1):
+        if row.reason is None:
+          record = pipeline.process(row.id, row.alt_text)
+        else:
+          record = Record(row.id, row.alt_text, False, str(row.reason), None, (), row.detail)
+          pipeline.funnel.add(record.reason)
+        if record.kept:
+          accumulator = counter.add_input(accumulator, record.concepts)
+        out.write(record.to_json() + "\n")
+        if log_every and n % log_every == 0:
+          print(f"{n} candidates, {n / (time.time() - start):.0f}/s", file=sys.stderr)
+    counts = counter.extract_output(accumulator)
+    with open(first_pass, encoding="utf-8") as f, open(second_pass, "x", encoding="utf-8") as out:
+      records = (Record.from_json(line) for line in f)
+      for record in prune_records(records, counts, config.min_concept_count, pipeline.funnel):
+        out.write(record.to_json() + "\n")
+    summary = pipeline.funnel.summary()
+    summary["concepts"] = {"distinct": len(counts),
+                           "rare": len(concepts_lib.rare_concepts(counts, config.min_concept_count)),
+                           "min_concept_count": config.min_concept_count}
+    summary["seconds"] = round(time.time() - start, 2)
+    with open(funnel_temporary, "x", encoding="utf-8") as out:
+      out.write(json.dumps(summary, indent=2) + "\n")
+    os.replace(funnel_temporary, funnel)
+    os.replace(second_pass, output)
+  finally:
+    for path in (first_pass, second_pass, funnel_temporary):
+      if os.path.exists(path):
+        os.remove(path)
   return summary
 
 
@@ -207,17 +265,50 @@ _NO_SEED_ENTITIES = flags.DEFINE_boolean("no_seed_entities", False, "do not use 
                                          flag_values=FLAGS)
 
 
+def check_paths(input_path: str, output_path: str, *tables: str | None) -> None:
+  """Refuses, before any work, paths the run would fail on or that would destroy the input."""
+  if not os.path.isfile(input_path):
+    cli.fail(f"--input={input_path} is not a file — give the path of an id<TAB>alt_text TSV")
+  if not os.access(input_path, os.R_OK):
+    cli.fail(f"--input={input_path} is not readable — check its permissions")
+  for output in (output_path, str(funnel_path(output_path))):
+    if os.path.realpath(output) == os.path.realpath(input_path) or (
+        os.path.exists(output) and os.path.samefile(output, input_path)):
+      cli.fail(f"--output={output_path} would overwrite --input={input_path} — write the output to another file")
+  directory = os.path.dirname(os.path.realpath(output_path))
+  if os.path.isdir(output_path):
+    cli.fail(f"--output={output_path} is a directory — give a file name, e.g. "
+             f"{os.path.join(output_path, 'out.jsonl')}")
+  if not os.path.isdir(directory):
+    cli.fail(f"--output={output_path}: directory {directory} does not exist — create it first")
+  if not os.access(directory, os.W_OK):
+    cli.fail(f"--output={output_path}: directory {directory} is not writable — choose another place")
+  for flag, path in zip(("--vocabulary", "--entities"), tables):
+    if path is None:
+      continue
+    if not os.path.isfile(path):
+      cli.fail(f"{flag}={path} is not a file — give the path of the table, or leave the flag out")
+    for number, line in enumerate(lines_lib.read_lines(path), 1):  # small tables: read twice, to name the line
+      try:
+        line.decode("utf-8")
+      except UnicodeDecodeError as error:
+        cli.fail(f"{flag}={path} line {number}: {lines_lib.undecodable(line, error)} is not UTF-8 — "
+                 "save the table as UTF-8")
+
+
 def main(argv: Sequence[str]) -> int:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
-  if not os.path.isfile(_INPUT.value):
-    cli.fail(f"--input={_INPUT.value} is not a file")
+  check_paths(_INPUT.value, _OUTPUT.value, _VOCABULARY.value, _ENTITIES.value)
   config = PipelineConfig(
       filters=FilterConfig(vocabulary_path=_VOCABULARY.value),
       hypernyms=HypernymConfig(entities_path=_ENTITIES.value, use_seed_entities=not _NO_SEED_ENTITIES.value),
       min_concept_count=_MIN_CONCEPT_COUNT.value,
   )
-  summary = run(_INPUT.value, _OUTPUT.value, config)
+  try:
+    summary = run(_INPUT.value, _OUTPUT.value, config)
+  except OSError as error:
+    cli.fail(f"cannot read or write {error.filename}: {error.strerror} — check the path and its permissions")
   print(json.dumps(summary, indent=2))
   print(f"funnel written to {funnel_path(_OUTPUT.value)}", file=sys.stderr)
   return 0

@@ -3,29 +3,40 @@
 Usage:
   python -m capjax.text.stats FILE.tsv [--column=N]      # a TSV (CC3M: caption<TAB>url) or a pipeline .jsonl
   python -m capjax.text.stats --dataset=cc3m --split=validation [--data_dir=DIR] [--field=captions]
+
+FILE may come before or after the flags. Blank lines of FILE are skipped, not read as 0-token captions, and
+counted on stderr ("blank lines skipped: N"); a row without the --column, a line that is not UTF-8 or (.jsonl)
+not JSON is an error naming the line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
+from capjax import cli
 from capjax.strings import as_str
+from capjax.text import lines as lines_lib
 
-_COLUMN = flags.DEFINE_integer("column", 0, "TSV column holding the caption (default 0, as CC3M).")
+FLAGS = flags.FlagValues()
+FLAGS.set_gnu_getopt(True)  # FILE may come before or after the flags
+_COLUMN = flags.DEFINE_integer("column", 0, "TSV column holding the caption (default 0, as CC3M).", lower_bound=0,
+                               flag_values=FLAGS)
 _TOKENIZER = flags.DEFINE_enum("tokenizer", "whitespace", ["whitespace", "treebank"],
-                               "whitespace for released captions; treebank for raw alt-texts.")
-_DATASET = flags.DEFINE_string("dataset", "", "A built TFDS dataset, NAME or NAME/CONFIG (e.g. cc3m), instead of FILE.")
-_SPLIT = flags.DEFINE_string("split", "validation", "The split of --dataset to read.")
+                               "whitespace for released captions; treebank for raw alt-texts.", flag_values=FLAGS)
+_DATASET = flags.DEFINE_string("dataset", "", "A built TFDS dataset, NAME or NAME/CONFIG (e.g. cc3m), instead of FILE.",
+                               flag_values=FLAGS)
+_SPLIT = flags.DEFINE_string("split", "validation", "The split of --dataset to read.", flag_values=FLAGS)
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data dir of --dataset ('' -> $TFDS_DATA_DIR or "
-                                "~/tensorflow_datasets).")
+                                "~/tensorflow_datasets).", flag_values=FLAGS)
 _FIELD = flags.DEFINE_string("field", "", "Record field with the captions ('' -> 'captions' when the dataset has "
-                             "it, else 'caption').")
+                             "it, else 'caption').", flag_values=FLAGS)
 
 
 class UsageError(ValueError):
@@ -50,22 +61,54 @@ def caption_stats(captions: Iterable[str], tokenize: Callable[[str], Sequence[st
   }
 
 
-def read_column(path: str, column: int) -> Iterator[str]:
-  """One TSV column (rows too short for it are skipped)."""
-  with open(path, encoding="utf-8", errors="replace") as f:
-    for line in f:
-      fields = line.rstrip("\r\n").split("\t")
-      if column < len(fields):
-        yield fields[column]
+@dataclasses.dataclass
+class LineCounts:
+  """What reading a FILE skipped, for the report on stderr."""
+
+  blank: int = 0
 
 
-def read_kept_captions(path: str) -> Iterator[str]:
-  """The "caption" of kept rows of a `capjax.text.pipeline` output."""
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      row = json.loads(line)
-      if row.get("kept") and row.get("caption"):
-        yield row["caption"]
+def _text_lines(path: str, counts: LineCounts) -> Iterator[tuple[int, str]]:
+  """(line number from 1, text) of every line that is not blank; UsageError on a line that is not UTF-8."""
+  for number, line in enumerate(lines_lib.read_lines(path), 1):
+    try:
+      text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise UsageError(f"{path} line {number}: {lines_lib.undecodable(line, e)} is not UTF-8 — save the file as "
+                       "UTF-8") from e
+    if not text.strip():
+      counts.blank += 1
+      continue
+    yield number, text
+
+
+def read_column(path: str, column: int, counts: LineCounts | None = None) -> Iterator[str]:
+  """One TSV column; a row without it is a UsageError naming the line (blank lines are skipped, counted in
+  `counts`)."""
+  for number, text in _text_lines(path, counts or LineCounts()):
+    fields = text.split("\t")
+    if column >= len(fields):
+      raise UsageError(f"{path} line {number} has {len(fields)} column(s), no column {column} (counted from 0) — "
+                       "pass the --column every row has")
+    yield fields[column]
+
+
+def read_kept_captions(path: str, counts: LineCounts | None = None) -> Iterator[str]:
+  """The "caption" of kept rows of a `capjax.text.pipeline` output; a line that is not a JSON object is a
+  UsageError naming it (blank lines are skipped, counted in `counts`)."""
+  for number, text in _text_lines(path, counts or LineCounts()):
+    try:
+      row = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise UsageError(f"{path} line {number} is not JSON ({e.msg}) — give a capjax.text.pipeline output") from e
+    if not isinstance(row, dict):
+      raise UsageError(f"{path} line {number} is not a JSON object — give a capjax.text.pipeline output")
+    caption = row.get("caption")
+    if row.get("kept") and caption:
+      if not isinstance(caption, str):
+        raise UsageError(f"{path} line {number}: the caption is {type(caption).__name__}, not a string — give a "
+                         "capjax.text.pipeline output")
+      yield caption
 
 
 def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "") -> Iterator[str]:
@@ -96,7 +139,7 @@ def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "")
       yield as_str(value)
 
 
-def _captions(paths: Sequence[str]) -> Iterator[str]:
+def _captions(paths: Sequence[str], counts: LineCounts) -> Iterator[str]:
   if _DATASET.value:
     if paths:
       raise UsageError(f"give a FILE or --dataset, not both (got {paths[0]} and --dataset={_DATASET.value})")
@@ -105,21 +148,27 @@ def _captions(paths: Sequence[str]) -> Iterator[str]:
     raise UsageError("give one FILE.tsv / FILE.jsonl, or --dataset=NAME --split=SPLIT — see --help")
   if not os.path.isfile(paths[0]):
     raise UsageError(f"{paths[0]} does not exist — give the path of a caption TSV or pipeline .jsonl")
-  return read_kept_captions(paths[0]) if paths[0].endswith(".jsonl") else read_column(paths[0], _COLUMN.value)
+  if paths[0].endswith(".jsonl"):
+    return read_kept_captions(paths[0], counts)
+  return read_column(paths[0], _COLUMN.value, counts)
 
 
 def run(paths: Sequence[str]) -> int:
-  """Prints the statistics for the parsed flags and positional `paths`; 2 after an `error:` line."""
+  """Prints the statistics for the parsed flags and positional `paths`; an `error:` line and exit 2 on bad input."""
+  counts = LineCounts()
   try:
-    captions = _captions(paths)
+    captions = _captions(paths, counts)
     if _TOKENIZER.value == "treebank":
       from capjax.text.annotate import normalize_text, tokenize  # noqa: PLC0415
       stats = caption_stats(captions, lambda c: tokenize(normalize_text(c)))
     else:
       stats = caption_stats(captions)
   except UsageError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+    cli.fail(str(e))
+  except OSError as e:
+    cli.fail(f"cannot read {e.filename}: {e.strerror} — check the path and its permissions")
+  if counts.blank:
+    print(f"blank lines skipped: {counts.blank}", file=sys.stderr)
   print(json.dumps(stats))
   return 0
 
@@ -127,23 +176,8 @@ def run(paths: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
   """Parses `argv` (without the program name; None: sys.argv) and runs; for callers in Python."""
   argv = sys.argv[1:] if argv is None else list(argv)
-  flags.FLAGS.unparse_flags()  # a second call starts from the defaults, not the last call's values
-  try:
-    rest = flags.FLAGS(["capjax.text.stats", *argv])[1:]
-  except flags.Error as e:
-    print(f"error: {e} — see --help", file=sys.stderr)
-    return 2
-  return run(rest)
-
-
-def _app_main(argv: Sequence[str]) -> None:
-  sys.exit(run(argv[1:]))
+  return run(cli.parse(FLAGS, ["capjax.text.stats", *argv], __doc__, positional=True))
 
 
 if __name__ == "__main__":
-  flags.FLAGS.set_gnu_getopt(True)  # FILE may come before or after the flags
-  try:
-    app.run(_app_main, flags_parser=lambda argv: flags.FLAGS(argv))
-  except flags.Error as error:
-    print(f"error: {error} — see --help", file=sys.stderr)
-    sys.exit(2)
+  cli.run(lambda argv: main(argv[1:]))

@@ -1,0 +1,43 @@
+"""The lines of a text file read as bytes: any line ending ("\\n", "\\r\\n", a lone "\\r"), a leading UTF-8
+byte-order mark dropped, and each line left for its reader to decode, so that one bad byte costs one row, never
+the whole file nor a silent U+FFFD.
+
+Text mode would do the first two, but it decodes the whole stream: `errors="replace"` turns bad bytes into
+U+FFFD without a word, `errors="strict"` stops at the first one and cannot say on which line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+
+BOM = b"\xef\xbb\xbf"
+_NEWLINE = re.compile(rb"\r\n|\r|\n")
+
+
+def read_lines(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+  """Every line of the file at `path`, without its line ending, in `chunk_size` reads (files of any size).
+
+  A file ending with a line ending has no empty last line; a blank line in the middle is an empty `bytes`.
+  """
+  with open(path, "rb") as f:
+    head = f.read(len(BOM))
+    pending = b"" if head == BOM else head
+    while chunk := f.read(chunk_size):
+      data = pending + chunk
+      # A "\r" at the end may be the first half of a "\r\n" cut by the read: it waits for the next chunk.
+      cut = len(data) - 1 if data.endswith(b"\r") else len(data)
+      lines = _NEWLINE.split(data[:cut])
+      pending = lines.pop() + data[cut:]
+      yield from lines
+    lines = _NEWLINE.split(pending)
+    last = lines.pop()
+    yield from lines
+    if last:
+      yield last
+
+
+def undecodable(line: bytes, error: UnicodeDecodeError) -> str:
+  """The first byte of `line` that is not UTF-8, for a message: "byte 4 (0xe9)", counting bytes from 1."""
+  return f"byte {error.start + 1} (0x{line[error.start]:02x})"
