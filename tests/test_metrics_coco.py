@@ -125,7 +125,7 @@ def test_command_line_rejects_two_captions_for_one_image(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (("--metrics=CIDEr,Meteor",), "error: unknown metrics ['Meteor']: choose from Bleu,METEOR,ROUGE_L,CIDEr,SPICE"),
     (("--tokenise",), "error: Unknown command line flag 'tokenise'. Did you mean: tokenize ? — see --help"),
-    (("extra.json",), "error: expected two files, REFS.json PREDS.json, got 3 argument(s) (see --help)"),
+    (("extra.json",), "error: expected two files, REFS.json PREDS.json, got 3 argument(s) — see --help"),
 ])
 def test_command_line_rejects_bad_arguments_in_one_line(tmp_path, args, message):
   refs, preds = _write_coco(tmp_path, [])

@@ -234,10 +234,10 @@ def test_paths_and_values_the_run_cannot_use_are_refused_in_one_line(tmp_path, c
       ([f"--input={source}", f"--output={out}", f"--entities={latin1}"],
        f"--entities={latin1} line 2: byte 4 (0xe9) is not UTF-8 — save the table as UTF-8"),
       ([f"--input={source}", f"--output={out}", "--min_concept_count=-1"],
-       "flag --min_concept_count=-1: -1 is not a non-negative integer (see --help)"),
+       "flag --min_concept_count=-1: -1 is not a non-negative integer — see --help"),
       ([f"--input={source}", f"--output={out}", "--min_concept_count=1.5"],
-       "flag --min_concept_count=1.5: invalid literal for int() with base 10: '1.5' (see --help)"),
-      ([f"--input={source}"], "missing --output (see --help)"),
+       "flag --min_concept_count=1.5: invalid literal for int() with base 10: '1.5' — see --help"),
+      ([f"--input={source}"], "missing --output — see --help"),
   ]
   for argv, message in cases:
     assert _refused(argv, capsys) == f"error: {message}\n", argv

@@ -102,9 +102,9 @@ def test_blank_lines_are_skipped_and_counted_not_read_as_empty_captions(tmp_path
     ("c.jsonl", b'["a b"]\n', [], "{path} line 1 is not a JSON object — give a capjax.text.pipeline output"),
     ("c.jsonl", b'{"kept": true, "caption": 3}\n', [],
      "{path} line 1: the caption is int, not a string — give a capjax.text.pipeline output"),
-    ("c.tsv", b"a dog\n", ["--column=-1"], "flag --column=-1: -1 is not a non-negative integer (see --help)"),
+    ("c.tsv", b"a dog\n", ["--column=-1"], "flag --column=-1: -1 is not a non-negative integer — see --help"),
     ("c.tsv", b"a dog\n", ["--tokenizer=spacy"],
-     "flag --tokenizer=spacy: value should be one of <whitespace|treebank> (see --help)"),
+     "flag --tokenizer=spacy: value should be one of <whitespace|treebank> — see --help"),
 ])
 def test_a_row_the_statistics_cannot_use_is_an_error_naming_its_line(tmp_path, capsys, name, data, args, message):
   from capjax.text import stats

@@ -129,7 +129,7 @@ def parse_metrics(names: Sequence[str]) -> tuple[str, ...]:
 def main(argv: Sequence[str]) -> int:
   files = cli.parse(_FLAGS, argv, __doc__, positional=True)
   if len(files) != 2:
-    cli.fail(f"expected two files, REFS.json PREDS.json, got {len(files)} argument(s) (see --help)")
+    cli.fail(f"expected two files, REFS.json PREDS.json, got {len(files)} argument(s) — see --help")
   try:
     metrics = parse_metrics(_METRICS.value)
     refs, preds = load_references(files[0]), load_predictions(files[1])
