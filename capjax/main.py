@@ -75,7 +75,7 @@ def _config_spec(argv: Sequence[str]) -> str | None:
 
 
 def parse_flags(argv: Sequence[str]) -> None:
-  """Sets FLAGS from `argv`; bad input is one `error:` line and exit 2 — see --help, not absl's flag list.
+  """Sets FLAGS from `argv`; bad input is one `error:` line and exit 2, not absl's flag list.
 
   The config file is loaded once here first, so that a missing file or a misspelled variant gets its own message
   rather than the config flag's deferred `Configuration is not available` traceback; then absl applies the

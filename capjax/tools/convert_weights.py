@@ -402,7 +402,7 @@ def main(argv: Sequence[str]) -> None:
     metadata = convert(_FORMAT.value, _INPUT.value, _OUTPUT.value)
   except (ConversionError, OSError) as error:
     cli.fail(f"--input={_INPUT.value}: {getattr(error, 'strerror', None) or error} — give Inception-ResNet-v2 "
-             f"weights in the --format={_FORMAT.value} layout — see --help")
+             f"weights in the --format={_FORMAT.value} layout (the formats are in --help)")
   print(json.dumps(metadata, indent=2, sort_keys=True))
 
 
