@@ -15,6 +15,7 @@ import pytest
 from capjax.models import inception_resnet_v2 as irv2
 from capjax.tools import extract_features as ef
 from helpers import IRV2_NUM_CLASSES
+from image_bytes import black_bilevel_png
 
 IMAGE_SIZE = 139  # 3×3 grid; fast on 2 CPU cores (299 gives 8×8, checked in test_inception_resnet_v2.py)
 NUM_CLASSES = IRV2_NUM_CLASSES  # with IMAGE_SIZE and batch size 2, the compiled encoder is shared with the Keras parity test
@@ -93,10 +94,13 @@ def test_load_image_gives_square_rgb_uint8_for_any_mode(image_dir):
     assert (image.shape, image.dtype) == ((IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
 
 
-def test_images_over_the_decompression_bomb_limit_are_skipped_without_decoding(image_dir, monkeypatch):
-  monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 100 * 100)
-  decoded = ef.decode(str(image_dir / "a.jpg"), IMAGE_SIZE)  # 200×150
+def test_images_over_the_decompression_bomb_limit_are_skipped_without_decoding(tmp_path):
+  bomb = tmp_path / "bomb.png"
+  bomb.write_bytes(black_bilevel_png(30_000, 30_000))  # 900M pixels in 110 KB, at the production pixel cap
+  allocated = PIL.Image.core.get_stats()["new_count"]  # images Pillow has allocated pixel memory for
+  decoded = ef.decode(str(bomb), IMAGE_SIZE)
   assert decoded.pixels is None and decoded.reason.startswith("too_many_pixels: ")
+  assert PIL.Image.core.get_stats()["new_count"] == allocated
 
 
 def test_no_matching_images_is_a_usage_error(weights_dir, tmp_path, capsys):
