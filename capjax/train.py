@@ -28,6 +28,7 @@ from capjax import decode as decode_lib
 from capjax import evaluate as evaluate_lib
 from capjax import models
 from capjax import sharding
+from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline, sources
 from capjax.data.vocab import Vocabulary, build_vocabulary
@@ -237,7 +238,7 @@ def truncate_history(path: str, step: int) -> None:
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split."""
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
-  os.makedirs(workdir, exist_ok=True)
+  workdir_lib.prepare(workdir, config, write=jax.process_index() == 0)  # writable, and no other config's run
   if config.debug_nans:
     jax.config.update("jax_debug_nans", True)
 
