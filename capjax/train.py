@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import time
 from typing import Any
@@ -175,14 +176,22 @@ def abstract_state(setup: Setup) -> Any:
 # Checkpoints
 # ----------------------------------------------------------------------------------------------------------
 def checkpoint_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.CheckpointManager:
-  """Keeps the latest `keep_checkpoints` and the best by validation CIDEr-D (never deletes the newest)."""
+  """Keeps the latest `keep_checkpoints` and the best by validation CIDEr-D (never deletes the newest).
+
+  `best_fn` makes orbax write each save's metrics beside it (without it, a preservation policy alone keeps them in
+  memory only: `metrics(step)` reads None, and after a restart the best is forgotten and deleted). Saves without a
+  validation pass empty metrics (orbax warns at each save without any), which rank below every score.
+  """
+  def score(metrics: dict[str, float]) -> float:
+    return metrics.get(BEST_METRIC, -math.inf)
+
   policy = ocp.checkpoint_managers.AnyPreservationPolicy([
       ocp.checkpoint_managers.LatestN(n=config.keep_checkpoints),
-      ocp.checkpoint_managers.BestN(get_metric_fn=lambda m: m[BEST_METRIC], n=1,
-                                    keep_checkpoints_without_metrics=False),
+      ocp.checkpoint_managers.BestN(get_metric_fn=score, n=1, keep_checkpoints_without_metrics=False),
   ])
   options = ocp.CheckpointManagerOptions(
-      preservation_policy=policy, enable_async_checkpointing=config.async_checkpointing)
+      preservation_policy=policy, best_fn=score, best_mode="max",
+      enable_async_checkpointing=config.async_checkpointing)
   return ocp.CheckpointManager(os.path.join(os.path.abspath(workdir), "checkpoints"), options=options,
                                item_names=("state", "data"))
 
@@ -304,7 +313,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       logging.info("step %d validation: %s", step, _fmt_metrics(result.metrics))
       mngr.save(step, args=_save_args(state, train_iter), metrics={BEST_METRIC: float(result.metrics[BEST_METRIC])})
     elif step % config.checkpoint_every == 0:
-      mngr.save(step, args=_save_args(state, train_iter))
+      mngr.save(step, args=_save_args(state, train_iter), metrics={})
   mngr.wait_until_finished()
   writer.flush()
 
