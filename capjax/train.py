@@ -1,6 +1,7 @@
 """The training loop: state initialised on the mesh, the jitted train step, periodic evaluation, checkpoints.
 
 Read top to bottom: mesh, input, model and optimizer, sharded init, checkpoint restore, train loop, final eval.
+A SIGTERM or SIGINT during the loop stops it after the current step with a checkpoint (`capjax.preemption`).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import time
 from typing import Any
@@ -27,7 +29,9 @@ from clu import metric_writers
 from capjax import decode as decode_lib
 from capjax import evaluate as evaluate_lib
 from capjax import models
+from capjax import preemption
 from capjax import sharding
+from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline, sources
 from capjax.data.vocab import Vocabulary, build_vocabulary
@@ -174,14 +178,22 @@ def abstract_state(setup: Setup) -> Any:
 # Checkpoints
 # ----------------------------------------------------------------------------------------------------------
 def checkpoint_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.CheckpointManager:
-  """Keeps the latest `keep_checkpoints` and the best by validation CIDEr-D (never deletes the newest)."""
+  """Keeps the latest `keep_checkpoints` and the best by validation CIDEr-D (never deletes the newest).
+
+  `best_fn` makes orbax write each save's metrics beside it (without it, a preservation policy alone keeps them in
+  memory only: `metrics(step)` reads None, and after a restart the best is forgotten and deleted). Saves without a
+  validation pass empty metrics (orbax warns at each save without any), which rank below every score.
+  """
+  def score(metrics: dict[str, float]) -> float:
+    return metrics.get(BEST_METRIC, -math.inf)
+
   policy = ocp.checkpoint_managers.AnyPreservationPolicy([
       ocp.checkpoint_managers.LatestN(n=config.keep_checkpoints),
-      ocp.checkpoint_managers.BestN(get_metric_fn=lambda m: m[BEST_METRIC], n=1,
-                                    keep_checkpoints_without_metrics=False),
+      ocp.checkpoint_managers.BestN(get_metric_fn=score, n=1, keep_checkpoints_without_metrics=False),
   ])
   options = ocp.CheckpointManagerOptions(
-      preservation_policy=policy, enable_async_checkpointing=config.async_checkpointing)
+      preservation_policy=policy, best_fn=score, best_mode="max",
+      enable_async_checkpointing=config.async_checkpointing)
   return ocp.CheckpointManager(os.path.join(os.path.abspath(workdir), "checkpoints"), options=options,
                                item_names=("state", "data"))
 
@@ -234,10 +246,29 @@ def truncate_history(path: str, step: int) -> None:
   os.replace(path + ".tmp", path)
 
 
+def _stop_agreed(stop: preemption.StopRequest, step: int, log_step: bool) -> bool:
+  """Whether to stop after `step`: a signal to this process, or with several processes, to any of them.
+
+  Processes save a checkpoint together, so they must stop at the same step, while a signal may reach some of them
+  only or a step apart. They agree by an all-gather at log steps only, where the loop already waits for the step's
+  metrics: elsewhere it would stall the asynchronous dispatch of every step.
+  """
+  if jax.process_count() == 1:
+    return stop.requested
+  if not log_step:
+    return False
+  from jax.experimental import multihost_utils  # noqa: PLC0415 (multi-host only)
+  return bool(np.any(multihost_utils.process_allgather(np.int32(stop.requested))))
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split."""
+  """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split.
+
+  Returns {"metrics": test metrics, "outputs": {kind: path}}. A SIGTERM or SIGINT during training instead saves
+  the current step and returns {"metrics": {}, "outputs": {}, "interrupted_at": step}: the same command resumes.
+  """
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
-  os.makedirs(workdir, exist_ok=True)
+  workdir_lib.prepare(workdir, config, write=jax.process_index() == 0)  # writable, and no other config's run
   if config.debug_nans:
     jax.config.update("jax_debug_nans", True)
 
@@ -278,34 +309,53 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     truncate_history(history_path, step)
   total = config.num_train_steps
   t_last, step_last = time.time(), step
-  while step < total:
-    batch = sharding.host_to_global(next(train_iter), mesh)
-    state, metrics = setup.train_step(state, batch)
-    step += 1
-    if step % config.log_every == 0 or step == total:
-      m = jax.device_get(metrics)
-      now = time.time()
-      steps_per_s = (step - step_last) / max(now - t_last, 1e-9)
-      record = {"step": step, "loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]),
-                "examples_per_s": steps_per_s * config.batch_size}
-      writer.write_scalars(step, {k: v for k, v in record.items() if k != "step"})
-      logging.info("step %d/%d  loss %.4f  %.1f examples/s  ETA %s", step, total, record["loss"],
-                   record["examples_per_s"], _format_eta((total - step) / max(steps_per_s, 1e-9)))
-      if jax.process_index() == 0:
-        with open(history_path, "a", encoding="utf-8") as f:
-          f.write(json.dumps(record) + "\n")
-      t_last, step_last = now, step
-    eval_now = step % config.eval_every == 0 or step == total
-    if eval_now:
-      result = evaluate_lib.evaluate_split(setup, state.params, val_source, vocab, config,
-                                           num_examples=config.eval.num_examples)
-      writer.write_scalars(step, {f"val/{k}": v for k, v in result.metrics.items()})
-      logging.info("step %d validation: %s", step, _fmt_metrics(result.metrics))
-      mngr.save(step, args=_save_args(state, train_iter), metrics={BEST_METRIC: float(result.metrics[BEST_METRIC])})
-    elif step % config.checkpoint_every == 0:
-      mngr.save(step, args=_save_args(state, train_iter))
-  mngr.wait_until_finished()
-  writer.flush()
+  interrupted = False
+  with preemption.StopRequest("after the current step" if jax.process_count() == 1 else
+                              "after the next log step (all processes together)") as stop:
+    while step < total:
+      batch = sharding.host_to_global(next(train_iter), mesh)
+      state, metrics = setup.train_step(state, batch)
+      step += 1
+      log_step = step % config.log_every == 0 or step == total
+      if log_step:
+        m = jax.device_get(metrics)
+        now = time.time()
+        steps_per_s = (step - step_last) / max(now - t_last, 1e-9)
+        record = {"step": step, "loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]),
+                  "examples_per_s": steps_per_s * config.batch_size}
+        writer.write_scalars(step, {k: v for k, v in record.items() if k != "step"})
+        logging.info("step %d/%d  loss %.4f  %.1f examples/s  ETA %s", step, total, record["loss"],
+                     record["examples_per_s"], _format_eta((total - step) / max(steps_per_s, 1e-9)))
+        if jax.process_index() == 0:
+          with open(history_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        t_last, step_last = now, step
+      scores = None
+      if step % config.eval_every == 0 or step == total:
+        result = evaluate_lib.evaluate_split(setup, state.params, val_source, vocab, config,
+                                             num_examples=config.eval.num_examples)
+        writer.write_scalars(step, {f"val/{k}": v for k, v in result.metrics.items()})
+        logging.info("step %d validation: %s", step, _fmt_metrics(result.metrics))
+        scores = {BEST_METRIC: float(result.metrics[BEST_METRIC])}
+      # Checked after the validation: a signal during it waits for its end, so the checkpoint has its score and
+      # the resumed run keeps and picks checkpoints as an uninterrupted one would.
+      interrupted = _stop_agreed(stop, step, log_step)
+      if scores is not None or interrupted or step % config.checkpoint_every == 0:
+        mngr.save(step, args=_save_args(state, train_iter), metrics=scores or {})
+      if interrupted:
+        break
+    # Inside the handlers: a second signal while the last checkpoint is written ends the process at once.
+    mngr.wait_until_finished()
+    writer.flush()
+  # A signal while the last step's checkpoint was written skips the final evaluation too (one process: several
+  # must all take the same path, and only the loop's checks are agreed).
+  interrupted = interrupted or (stop.requested and jax.process_count() == 1)
+  if interrupted:
+    logging.warning("Stopped by %s at step %d: checkpoint saved; rerun the same command to resume",
+                    stop.name or "a signal to another process", step)
+    writer.close()
+    mngr.close()
+    return {"metrics": {}, "outputs": {}, "interrupted_at": step}
 
   # --- Final evaluation of the best checkpoint ---
   best = best_step(mngr)
@@ -319,6 +369,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split, step=final_step,
                                        config=config, history_path=history_path)
   evaluate_lib.report(result, config.dataset.test_split, final_step, config)
+  writer.close()
   mngr.close()
   return {"metrics": result.metrics, "outputs": outputs}
 

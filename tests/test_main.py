@@ -1,9 +1,10 @@
-"""The entry point end to end on the tiny synthetic scenes: train, SIGKILL and resume as the same run,
+"""The entry point end to end on the tiny synthetic scenes: train, SIGKILL or SIGTERM and resume as the same run,
 `--mode=eval`, `--mode=caption`, and a clear error when the paper's dataset is not built."""
 
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,18 @@ def _final_params(workdir: pathlib.Path) -> dict:
     assert mngr.latest_step() == STEPS
     state = mngr.restore(STEPS, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]
   return state["params"]
+
+
+def _assert_same_params(got: dict, expected: dict) -> None:
+  flat_expected = jax.tree_util.tree_leaves_with_path(expected)
+  flat_got = dict(jax.tree_util.tree_leaves_with_path(got))
+  assert len(flat_expected) == len(flat_got)
+  for path, value in flat_expected:
+    np.testing.assert_array_equal(np.asarray(flat_got[path]), np.asarray(value), err_msg=str(path))
+
+
+def _history_steps(workdir: pathlib.Path) -> list[int]:
+  return [json.loads(line)["step"] for line in (workdir / "train_history.jsonl").read_text().splitlines()]
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess:
@@ -166,11 +179,36 @@ def test_sigkill_then_resume_gives_the_same_parameters(trained, tmp_path):
   assert killed_at < STEPS
   subprocess.run(_command(workdir, data_dir), cwd=REPO, env=_env(), check=True, capture_output=True,
                  timeout=600)
-  history = [json.loads(line)["step"] for line in (workdir / "train_history.jsonl").read_text().splitlines()]
-  assert history == list(range(5, STEPS + 1, 5))  # steps logged before the kill and repeated are not doubled
-  got = _final_params(workdir)
-  flat_expected = jax.tree_util.tree_leaves_with_path(expected)
-  flat_got = dict(jax.tree_util.tree_leaves_with_path(got))
-  assert len(flat_expected) == len(flat_got)
-  for path, value in flat_expected:
-    np.testing.assert_array_equal(np.asarray(flat_got[path]), np.asarray(value), err_msg=str(path))
+  assert _history_steps(workdir) == list(range(5, STEPS + 1, 5))  # logged before the kill and repeated: not doubled
+  _assert_same_params(_final_params(workdir), expected)
+
+
+def test_sigterm_saves_the_current_step_and_the_same_command_resumes_as_the_same_run(trained, tmp_path):
+  data_dir, straight, _ = trained
+  workdir = tmp_path / "stopped"
+  # No periodic checkpoints before the last step: the one that the stopped run leaves can only be the signal's.
+  command = _command(workdir, data_dir) + ["--config.checkpoint_every=1000"]
+  with open(tmp_path / "stderr.txt", "w") as stderr:
+    proc = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=stderr)
+    # Signal as soon as training runs (the first log record, of step 5, is written inside the train loop).
+    history, deadline = workdir / "train_history.jsonl", time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not (history.exists() and history.read_text()):
+      time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before the signal: make it longer"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=300) == 0
+  log = (tmp_path / "stderr.txt").read_text()
+  stopped = re.findall(r"Stopped by SIGTERM at step (\d+): checkpoint saved", log)
+  assert len(stopped) == 1, log[-3000:]
+  stopped_at = int(stopped[0])
+  assert 5 <= stopped_at < STEPS, "the run trained to the end before the signal: make it longer"
+  ckpt = workdir / "checkpoints"
+  assert sorted(p.name for p in ckpt.iterdir()) == [str(stopped_at)]  # committed: no orbax-checkpoint-tmp left
+  assert _history_steps(workdir) == list(range(5, stopped_at + 1, 5))
+  assert not (workdir / "eval").exists()  # no test evaluation of an unfinished run
+
+  resumed = _run(command)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"Resumed from step {stopped_at}" in resumed.stderr
+  assert _history_steps(workdir) == list(range(5, STEPS + 1, 5))  # every logged step once, in order
+  _assert_same_params(_final_params(workdir), _final_params(straight))

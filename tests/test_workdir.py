@@ -1,0 +1,95 @@
+"""Workdir checks at the start of training: an unwritable workdir, or one that holds a run of another config, is
+refused before any work with a one-line `what — what to do` error; the fields a resume may change pass."""
+
+import json
+import logging
+import os
+import pathlib
+
+import pytest
+
+from capjax import config_util, train, workdir
+from capjax.config_util import ConfigError
+
+
+def _config(tmp_path: pathlib.Path):
+  config = config_util.load("configs/t2t.py:shapes,debug")
+  # A dataset that training would build on first use: its absence afterwards shows no work was done.
+  config.dataset.update(builder_config="tiny", data_dir=str(tmp_path / "tfds"))
+  return config
+
+
+def _unwritable_dir(tmp_path: pathlib.Path) -> pathlib.Path:
+  """An existing directory this process may not create files in."""
+  if os.geteuid() == 0:  # root writes through any mode bits; sysfs takes no new files from anyone
+    return pathlib.Path("/sys")
+  directory = tmp_path / "read_only"
+  directory.mkdir()
+  directory.chmod(0o555)
+  return directory
+
+
+def test_a_workdir_that_cannot_be_created_is_refused_before_any_work(tmp_path):
+  (tmp_path / "file").write_text("")
+  target = tmp_path / "file" / "run"
+  with pytest.raises(ConfigError) as e:
+    train.train_and_evaluate(_config(tmp_path), str(target))
+  assert str(e.value) == (f"--workdir={target} cannot be created (Not a directory) — pass a --workdir this user "
+                          "may create")
+  assert not (tmp_path / "tfds").exists()
+
+
+def test_a_read_only_workdir_is_refused_before_any_work(tmp_path):
+  target = _unwritable_dir(tmp_path)
+  with pytest.raises(ConfigError, match=r"^--workdir=\S+ is not writable \(Permission denied\) — pass a --workdir "
+                     "this user may write to, or make it writable$"):
+    train.train_and_evaluate(_config(tmp_path), str(target))
+  assert not (tmp_path / "tfds").exists()
+  assert not list(target.glob(".write_probe_*"))
+
+
+def test_the_first_start_saves_its_config_and_another_config_is_refused_naming_the_fields(tmp_path):
+  config = _config(tmp_path)
+  run = tmp_path / "run"
+  workdir.prepare(str(run), config)
+  assert json.loads((run / "config.json").read_text()) == json.loads(config.to_json_best_effort())
+  assert sorted(os.listdir(run)) == ["config.json"]  # the write probe is gone
+
+  other = _config(tmp_path)
+  other.model.d_model = 64
+  other.batch_size = 32
+  other.model.encoder.widths = (8, 16, 32)
+  with pytest.raises(ConfigError) as e:
+    train.train_and_evaluate(other, str(run))
+  assert str(e.value) == (
+      f"--workdir={run} holds a run of another config (batch_size: 16 → 32; model.d_model: 32 → 64; "
+      f"model.encoder.widths: [8, 16, 16] → [8, 16, 32]) — pass another --workdir, or resume with the config of "
+      f"that run (saved in {run}/config.json)")
+  assert not (tmp_path / "tfds").exists()
+  assert json.loads((run / "config.json").read_text())["batch_size"] == 16  # the refused config is not recorded
+
+
+def test_fields_a_resume_may_change_pass_and_the_latest_start_is_recorded(tmp_path, caplog):
+  run = tmp_path / "run"
+  workdir.prepare(str(run), _config(tmp_path))
+  resumed = _config(tmp_path)
+  resumed.update(num_train_steps=40, log_every=2, eval_every=4, checkpoint_every=8, keep_checkpoints=3,
+                 async_checkpointing=False, debug_nans=False)
+  resumed.eval.num_examples = 32
+  resumed.decode.update(method="beam", beam_size=2)
+  resumed.mesh.data = 2
+  resumed.input.num_threads = 1
+  resumed.dataset.data_dir = str(tmp_path / "moved")
+  with caplog.at_level(logging.WARNING):
+    workdir.prepare(str(run), resumed)
+  saved = json.loads((run / "config.json").read_text())
+  assert (saved["num_train_steps"], saved["eval"]["num_examples"], saved["decode"]["method"]) == (40, 32, "beam")
+  # The shapes config decays its learning rate by a cosine over num_train_steps: a new length changes it.
+  assert "num_train_steps 20 → 40: the cosine schedule decays over the new length" in caplog.text
+
+
+def test_config_changes_lists_changed_added_and_removed_fields_outside_the_allow_list():
+  saved = {"seed": 0, "model": {"d_model": 32, "old_field": 1}, "eval": {"num_examples": 64}, "log_every": 5}
+  current = {"seed": 1, "model": {"d_model": 32, "new_field": [1, 2]}, "eval": {"num_examples": 8}, "log_every": 1}
+  assert workdir.config_changes(saved, current) == [
+      "model.new_field: (absent) → [1, 2]", "model.old_field: 1 → (absent)", "seed: 0 → 1"]
