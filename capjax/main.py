@@ -129,6 +129,9 @@ def main(argv: Sequence[str]) -> None:
       return
   except (config_util.ConfigError, DatasetNotBuiltError, FileNotFoundError, NotADirectoryError) as error:
     cli.fail(str(error))
+  if "interrupted_at" in result:  # SIGTERM or Ctrl-C: the step is saved, the run is not over
+    print(f"interrupted at step {result['interrupted_at']}: checkpoint saved — rerun the same command to resume")
+    return
   for kind, path in result["outputs"].items():
     print(f"{kind}: {path}")
 

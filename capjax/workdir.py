@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any
 
 import ml_collections
 from absl import logging
 
+from capjax import cli
 from capjax.config_util import ConfigError
 
 CONFIG_FILENAME = "config.json"
@@ -75,17 +75,9 @@ def prepare(workdir: str, config: ml_collections.ConfigDict, write: bool = True)
   would restore another model's, should stop in a second rather than after hours. `write` False (processes other
   than the first) checks without writing config.json.
   """
-  try:
-    os.makedirs(workdir, exist_ok=True)
-  except OSError as e:
-    raise ConfigError(f"--workdir={workdir} cannot be created ({e.strerror or e}) — pass a --workdir this user may "
-                      "create") from e
-  try:  # a probe rather than os.access, which says yes to root on any directory, read-only file systems included
-    with tempfile.NamedTemporaryFile(dir=workdir, prefix=".write_probe_"):
-      pass
-  except OSError as e:
-    raise ConfigError(f"--workdir={workdir} is not writable ({e.strerror or e}) — pass a --workdir this user may "
-                      "write to, or make it writable") from e
+  reason = cli.unwritable_reason(workdir)
+  if reason:
+    raise ConfigError(f"--workdir={workdir} {reason} — pass a --workdir this user may write to, or make it writable")
   path = os.path.join(workdir, CONFIG_FILENAME)
   current = as_json_dict(config)
   if os.path.exists(path):
