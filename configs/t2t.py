@@ -56,6 +56,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.model.decoder_layers = 6
   c.model.dropout_rate = 0.1
   c.model.vocab_multiple = 64             # embedding rows padded to a multiple (the model axis must divide it)
+  # Compute type of the layers: bfloat16 on accelerators (parameters, optimizer state, the residual stream, the
+  # logits and the loss stay float32). On CPU float32 is faster.
+  c.model.dtype = "float32"
   # features: frozen pre-extracted grids (dataset.features); irv2: Inception-ResNet-v2 fine-tuned on pixels;
   # conv: a small CNN (the synthetic scenes). `weights` (converted by capjax.tools.convert_weights) lets
   # `--mode=caption` run a features model on image files.

@@ -32,10 +32,13 @@ class IRv2Grid(nn.Module):
     return net.apply({"params": variables["params"], "batch_stats": stats}, x)["grid"]
 
 
-def build_encoder(config: ml_collections.ConfigDict) -> nn.Module:
+DTYPES = ("float32", "bfloat16")
+
+
+def build_encoder(config: ml_collections.ConfigDict, dtype: jnp.dtype = jnp.float32) -> nn.Module:
   name = config.name
   if name == "conv":
-    return encoders.ConvGridEncoder(widths=tuple(config.widths), out_features=config.out_features)
+    return encoders.ConvGridEncoder(widths=tuple(config.widths), out_features=config.out_features, dtype=dtype)
   if name == "features":
     return encoders.FeatureGrid()
   if name == "irv2":
@@ -51,14 +54,18 @@ def build(config: ml_collections.ConfigDict, vocab_size: int) -> nn.Module:
   """
   m = config.model
   rows = -(-vocab_size // m.vocab_multiple) * m.vocab_multiple
+  name = m.get("dtype", "float32")
+  if name not in DTYPES:
+    raise ValueError(f"model.dtype={name!r} is not one of {DTYPES}")
+  dtype = jnp.dtype(name)
   if m.name == "t2t":
     t2t = T2TConfig(
         vocab_size=rows, num_words=vocab_size, d_model=m.d_model, num_heads=m.num_heads, mlp_dim=m.mlp_dim,
         encoder_layers=m.encoder_layers, decoder_layers=m.decoder_layers,
-        max_len=config.max_caption_tokens + 1, dropout_rate=m.dropout_rate, grid=m.grid)
-    return T2T(t2t, build_encoder(m.encoder))
+        max_len=config.max_caption_tokens + 1, dropout_rate=m.dropout_rate, grid=m.grid, dtype=dtype)
+    return T2T(t2t, build_encoder(m.encoder, dtype))
   if m.name == "rnn":
     rnn = RNNConfig(vocab_size=rows, num_words=vocab_size, d_model=m.d_model,
-                    max_len=config.max_caption_tokens + 1, dropout_rate=m.dropout_rate, grid=m.grid)
-    return RNN(rnn, build_encoder(m.encoder))
+                    max_len=config.max_caption_tokens + 1, dropout_rate=m.dropout_rate, grid=m.grid, dtype=dtype)
+    return RNN(rnn, build_encoder(m.encoder, dtype))
   raise ValueError(f"model.name={m.name!r} is not one of {MODELS}")
