@@ -2,8 +2,14 @@
 
 usage: python benchmarks/train_step_speed.py [--models=t2t8x8,t2t1x1,rnn8x8,rnn1x1] [--inputs=features,pixels]
            [--steps=3] [--batch=25] [--image_size=299]
+       python benchmarks/train_step_speed.py --vs=pytorch [--rounds=5] [--batch=25] [--vocab_size=25000]
 One device; random weights and inputs (speed does not depend on them). FLOP/s is a fraction of a matmul peak
 measured in the same run (jitted 2048x2048 float32 matmuls).
+
+--vs=pytorch races capjax's T2T 8x8 train step on features against a PyTorch eager `nn.Transformer` of the same
+dimensions (benchmarks/torch_reference.py; `pip install -e '.[bench]'`) on the same batch, one step of each in
+turn, and prints both rates, their ratio, and each one's share of the matmul peak with FLOPs counted analytically
+(`t2t_flops_per_example`: 12.3 GFLOP per example at vocab 25,000).
 """
 
 from __future__ import annotations
@@ -31,7 +37,12 @@ _STEPS = flags.DEFINE_integer("steps", 3, "timed steps after compilation and one
                               flag_values=FLAGS)
 _BATCH = flags.DEFINE_integer("batch", 25, "the paper's batch size", lower_bound=1, flag_values=FLAGS)
 _IMAGE_SIZE = flags.DEFINE_integer("image_size", 299, "pixels: Inception-ResNet-v2 input size", flag_values=FLAGS)
-_VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 3920, "caption vocabulary", lower_bound=5, flag_values=FLAGS)
+_VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 3920, "caption vocabulary (--vs=pytorch: 25,000 unless given)",
+                                   lower_bound=5, flag_values=FLAGS)
+_VS = flags.DEFINE_enum("vs", None, ["pytorch"], "race T2T 8x8 against a PyTorch eager reference", flag_values=FLAGS)
+_ROUNDS = flags.DEFINE_integer("rounds", 5, "--vs: timed steps of each, alternately", lower_bound=1,
+                               flag_values=FLAGS)
+VS_VOCAB_SIZE = 25_000
 
 
 def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
@@ -121,8 +132,68 @@ def measure(spec: str, inputs: str, batch_size: int, image_size: int, vocab_size
           "source": source}
 
 
+def t2t_flops_per_example(d: int = 512, ff: int = 2048, layers: int = 6, visual_tokens: int = 64,
+                          feature_dim: int = 1536, length: int = 16, vocab: int = VS_VOCAB_SIZE) -> float:
+  """Matmul FLOPs of one T2T training example (forward x 3: the backward pass costs two forwards), counted from
+  the shapes: the visual projection, encoder and decoder layers (projections, attention scores and mixing, MLP)
+  and the tied output projection. Element-wise work (norms, softmax, dropout) is left out, as MFU counts do."""
+  n, m = visual_tokens, length
+  encoder = 2 * (4 * n * d * d + 2 * n * n * d + 2 * n * d * ff)
+  decoder = 2 * (4 * m * d * d + 2 * m * m * d            # self-attention
+                 + 2 * m * d * d + 2 * n * d * d + 2 * m * n * d  # cross: q and out over the caption, k and v over
+                 + 2 * m * d * ff)                        # the visual tokens, scores and mixing; the MLP
+  forward = 2 * n * feature_dim * d + layers * (encoder + decoder) + 2 * m * d * vocab
+  return 3.0 * forward
+
+
+def race_pytorch(batch_size: int, vocab_size: int, rounds: int) -> None:
+  """capjax's and PyTorch's step on the same batch, alternately, after a compile and a warm-up step each."""
+  try:
+    import torch  # noqa: PLC0415
+    import torch_reference  # noqa: PLC0415 (beside this file)
+  except ImportError:
+    cli.fail("--vs=pytorch needs torch — pip install -e '.[bench]'")
+  c = _config(MODELS["t2t8x8"], "features", batch_size, 299)
+  mesh = sharding.make_mesh(c, jax.devices()[:1])
+  setup = make_setup(c, vocab_size, mesh)
+  state = setup.init(jax.random.key(0))
+  host_batch = _batch(c, vocab_size)
+  batch = sharding.host_to_global(host_batch, mesh)
+  compiled = setup.train_step.lower(state, batch).compile()
+  reference = torch_reference.Step(host_batch, vocab_size)
+  state, metrics = compiled(state, batch)
+  jax.block_until_ready(metrics)
+  reference()
+  times: dict[str, list[float]] = {"capjax": [], "pytorch": []}
+  for _ in range(rounds):
+    start = time.perf_counter()
+    state, metrics = compiled(state, batch)
+    jax.block_until_ready(metrics)
+    times["capjax"].append(time.perf_counter() - start)
+    start = time.perf_counter()
+    reference()
+    times["pytorch"].append(time.perf_counter() - start)
+  peak = matmul_peak()
+  flops = t2t_flops_per_example(vocab=vocab_size) * batch_size
+  print(f"T2T 8x8 on features, batch {batch_size}, vocab {vocab_size:,}, {flops / batch_size / 1e9:.1f} GFLOP per "
+        f"example (analytic); median of {rounds} alternating steps; torch {torch.__version__} with "
+        f"{torch.get_num_threads()} threads; matmul peak (2048² f32, jax) {peak / 1e9:.1f} GFLOP/s\n")
+  print("| implementation | step s | examples/s | GFLOP/s | of peak |")
+  print("|---|---:|---:|---:|---:|")
+  rates = {}
+  for name, ts in times.items():
+    step_s = float(np.median(ts))
+    rates[name] = batch_size / step_s
+    print(f"| {name} | {step_s:.3f} | {rates[name]:.1f} | {flops / step_s / 1e9:.1f} | {flops / step_s / peak:.0%} |")
+  print(f"\ncapjax / pytorch: {rates['capjax'] / rates['pytorch']:.2f}x")
+
+
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
+  if _VS.value:
+    vocab = _VOCAB_SIZE.value if FLAGS["vocab_size"].present else VS_VOCAB_SIZE
+    race_pytorch(_BATCH.value, vocab, _ROUNDS.value)
+    return
   for name, given, known in (("models", _MODELS.value, list(MODELS)),
                              ("inputs", _INPUTS.value, ["features", "pixels"])):
     if unknown := sorted(set(given) - set(known)):

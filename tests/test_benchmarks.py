@@ -1,0 +1,35 @@
+"""The benchmarks run (their figures are read by people, never asserted: no test checks a time)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import train_step_speed  # noqa: E402
+
+
+def test_t2t_flops_are_counted_from_the_shapes():
+  # The paper's T2T 8x8 at vocab 25,000: 4.10 GFLOP forward per example, three times that with the backward.
+  assert train_step_speed.t2t_flops_per_example() == 3 * 4_099_538_944
+  # One layer each, d=2, ff=4, 1 visual token of 1 feature, 1 position, vocab 1: every term counted by hand.
+  encoder = 2 * (4 * 2 * 2 + 2 * 2 + 2 * 2 * 4)          # projections, scores and mixing, MLP
+  decoder = 2 * (4 * 2 * 2 + 2 * 2 + 2 * 2 * 2 + 2 * 2 * 2 + 2 * 2 + 2 * 2 * 4)
+  forward = 2 * 1 * 1 * 2 + encoder + decoder + 2 * 1 * 2 * 1
+  assert train_step_speed.t2t_flops_per_example(d=2, ff=4, layers=1, visual_tokens=1, feature_dim=1, length=1,
+                                                vocab=1) == 3 * forward
+
+
+def test_accelerator_check_prints_its_table_on_a_cpu():
+  env = dict(os.environ, PYTHON=sys.executable, JAX_PLATFORMS="cpu")
+  env.pop("XLA_FLAGS", None)
+  proc = subprocess.run(["bash", "benchmarks/accelerator_check.sh", "--steps=1"], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [line.split("|")[1].strip() for line in proc.stdout.splitlines() if line.startswith("| ")]
+  assert rows == ["measure", "matmul peak (512², TFLOP/s)", "T2T 8x8 train step, batch 8 (examples/s)",
+                  "T2T 8x8 train step MFU", "IRv2 features at 75 px, batch 2 (images/s)",
+                  "T2T 8x8 beam 4 with the cache, batch 8 (captions/s)"]
+  assert "--small" in proc.stdout.splitlines()[0]
