@@ -132,6 +132,18 @@ def test_examples_join_on_key_keep_the_stored_bytes_and_carry_their_flags(built)
           records["000010001"]["alt_text"]) == (long, short, alt)
 
 
+def test_caption_statistics_per_field_after_a_build(built, capsys):
+  from capjax.text import stats  # noqa: PLC0415
+  assert stats.main(["--dataset=cc12m_llavanext", "--split=train", f"--data_dir={built.data_dir_root}",
+                     "--tokenizer=treebank", "--field=caption_llava,caption_llava_short,alt_text"]) == 0
+  out = json.loads(capsys.readouterr().out)
+  assert list(out) == ["caption_llava", "caption_llava_short", "alt_text"]
+  assert all(s["examples"] == 6 for s in out.values())
+  # The cleaned short captions, in tokens ("." and the quotes `` '' split off): 11, 10, 9, 2, 9 and 14.
+  assert out["caption_llava_short"] == {"examples": 6, "unique_tokens": 41, "tokens_mean": 9.1667, "tokens_std": 3.6248,
+                                        "tokens_median": 9.5, "tokens_p95": 14.0}
+
+
 def test_clean_config_drops_the_flagged_examples(tmp_path):
   builder = _build(DUMMY, tmp_path, "clean")
   assert builder.info.metadata["build_report"] == CLEAN_REPORT

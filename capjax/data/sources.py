@@ -150,7 +150,7 @@ def reference_text(text: str) -> str:
   """A caption in the vocabulary's form, as CC3M releases its captions: Penn Treebank tokens joined by spaces
   ("parked." reads as the words "parked" and ".")."""
   from capjax.text import annotate  # noqa: PLC0415
-  return " ".join(annotate.tokenize(annotate.normalize_text(text)))
+  return " ".join(annotate.caption_tokens(text))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,12 +176,17 @@ class CaptionFieldSource:
     return [self._with_captions(record) for record in self.source.__getitems__(indices)]
 
 
+_NOT_CAPTIONS = ("url", "key", "flags")  # text fields of the builders here that hold no caption
+
+
 def _text_fields(features) -> list[str]:
+  """The fields `caption_field` may name: text, or sequences of text, that hold captions."""
   import tensorflow_datasets as tfds  # noqa: PLC0415
+
   def is_text(feature) -> bool:
     inner = feature.feature if isinstance(feature, tfds.features.Sequence) else feature
     return isinstance(inner, tfds.features.Text)
-  return sorted(name for name, feature in features.items() if is_text(feature) and name not in ("url", "key"))
+  return sorted(name for name, feature in features.items() if is_text(feature) and name not in _NOT_CAPTIONS)
 
 
 def data_source(config: ml_collections.ConfigDict, split: str):
