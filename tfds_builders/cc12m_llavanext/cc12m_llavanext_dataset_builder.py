@@ -36,7 +36,7 @@ Put in the manual dir (`--manual_dir=DIR`), as downloaded:
       train.jsonl.gz --local-dir DIR
   huggingface-cli download --repo-type dataset pixparse/cc12m-wds --include 'cc12m-train-*.tar' --local-dir DIR
 
-The build needs free local disk for its row store, about half the jsonl's uncompressed size, in $TMPDIR.
+A plain build needs free disk in $TMPDIR for its row store: about the jsonl's uncompressed size.
 """
 
 
