@@ -49,17 +49,11 @@ REPORT = {
 CLEAN_REPORT = {**REPORT, "examples": 4}  # the two flagged examples dropped; every count the same
 
 
-class Cc12mLlavanextAllTest(tfds.testing.DatasetBuilderTestCase):
+class Cc12mLlavanextTest(tfds.testing.DatasetBuilderTestCase):
+  """TFDS's contract on `all` (`clean` has the same features: test_clean_config_drops_the_flagged_examples)."""
   DATASET_CLASS = cc12m.Builder
   BUILDER_CONFIG_NAMES_TO_TEST = ["all"]
   SPLITS = {"train": 6}
-  SKIP_CHECKSUMS = True
-
-
-class Cc12mLlavanextCleanTest(tfds.testing.DatasetBuilderTestCase):
-  DATASET_CLASS = cc12m.Builder
-  BUILDER_CONFIG_NAMES_TO_TEST = ["clean"]
-  SPLITS = {"train": 4}
   SKIP_CHECKSUMS = True
 
 
@@ -222,8 +216,8 @@ def test_jsonl_is_streamed_a_bounded_piece_at_a_time(tmp_path, monkeypatch):
 
 
 def _hostile_tar(path: pathlib.Path, rows: list[dict], big: bytes) -> None:
-  """Members that try to escape (`../`, an absolute name, a symlink to a secret), an image over the member cap,
-  and two good samples; the tar is cut inside its last member."""
+  """Members that try to escape (`../`, an absolute name, a symlink to a secret), an image over the member cap, a
+  .json nested past Python's recursion limit, and a good sample; the tar is cut inside its last member."""
   with tarfile.open(path, "w") as tar:
     for name, data in (("../../escaped.jpg", cc3m_dummy.jpeg(1)), ("/tmp/absolute.jpg", cc3m_dummy.jpeg(1))):
       info = tarfile.TarInfo(name)
@@ -232,9 +226,11 @@ def _hostile_tar(path: pathlib.Path, rows: list[dict], big: bytes) -> None:
     link = tarfile.TarInfo(f"{rows[0]['key']}.jpg")
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
     tar.addfile(link)
-    for row, image in ((rows[0], None), (rows[1], big), (rows[2], cc3m_dummy.jpeg(2)), (rows[3], cc3m_dummy.jpeg(3))):
+    samples = ((rows[0], None, None), (rows[1], big, None), (rows[2], cc3m_dummy.jpeg(2), None),
+               (rows[4], cc3m_dummy.jpeg(4), b"[" * 200_000), (rows[3], cc3m_dummy.jpeg(3), None))
+    for row, image, meta in samples:
       members = [] if image is None else [("jpg", image)]
-      members.append(("json", json.dumps({"key": row["key"], "url": row["url"]}).encode()))
+      members.append(("json", meta or json.dumps({"key": row["key"], "url": row["url"]}).encode()))
       for extension, data in members:
         info = tarfile.TarInfo(f"{row['key']}.{extension}")
         info.size = len(data)
@@ -246,7 +242,7 @@ def test_hostile_tars_are_streamed_never_extracted_and_counted(tmp_path, monkeyp
   monkeypatch.setattr(i2d, "MAX_MEMBER_BYTES", 20_000)
   manual = tmp_path / "deep" / "manual"
   manual.mkdir(parents=True)
-  rows = dummy.clean_rows(4)
+  rows = dummy.clean_rows(5)
   dummy.write_rows(manual / dummy.JSONL, rows)
   big = cc3m_dummy.jpeg(7, 400, 300, quality=100)
   assert len(big) > i2d.MAX_MEMBER_BYTES
@@ -257,11 +253,12 @@ def test_hostile_tars_are_streamed_never_extracted_and_counted(tmp_path, monkeyp
   assert not (tmp_path / "escaped.jpg").exists() and not pathlib.Path("/tmp/absolute.jpg").exists()
   report = builder.info.metadata["build_report"]
   # ../ name, absolute name, symlink: unsafe. 000000001's image is over the cap (too_large); 000000003's sample is
-  # cut inside its .json (truncated: a bad image is the row's by key even without its url). 000000000 has no image.
+  # cut inside its .json (truncated: a bad image is the row's by key even without its url). 000000004's .json does
+  # not parse: its good image cannot be checked against the row's url (url_mismatch). 000000000 has no image.
   assert {k: report[k] for k in ("examples", "unsafe_member", "truncated_shard", "corrupt_image", "url_mismatch",
                                  "row_without_image")} == {
-      "examples": 1, "unsafe_member": 3, "truncated_shard": 1, "corrupt_image": 2, "url_mismatch": 0,
-      "row_without_image": 1}
+      "examples": 1, "unsafe_member": 3, "truncated_shard": 1, "corrupt_image": 2, "url_mismatch": 1,
+      "row_without_image": 2}
   assert report["corrupt_reasons"] == {"too_large": 1, "truncated": 1}
   assert list(_records(builder)) == ["000000002"]
 

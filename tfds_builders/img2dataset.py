@@ -327,7 +327,7 @@ def verify_image(data: bytes) -> image_io.Header:
 def _json_or_none(data: bytes) -> dict[str, Any] | None:
   try:
     value = json.loads(data)
-  except (ValueError, UnicodeDecodeError):
+  except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: hostile nesting ([[[[...)
     return None
   return value if isinstance(value, dict) else None
 

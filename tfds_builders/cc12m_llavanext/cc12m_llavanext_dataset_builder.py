@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
-from tensorflow_datasets.core import utils as tfds_utils
 
 from tfds_builders import img2dataset as i2d
+from tfds_builders.builder_base import LocalCodePath, ManualDataError
 from tfds_builders.cc12m_llavanext import join
 
 _README = "tfds_builders/cc12m_llavanext/README.md"
@@ -40,16 +40,12 @@ A plain build needs free disk in $TMPDIR for its row store: about the jsonl's un
 """
 
 
-class ManualDataError(FileNotFoundError):
-  """A manual-dir file the build needs is not there."""
-
-
 @dataclasses.dataclass(eq=False)
 class Cc12mLlavanextConfig(tfds.core.BuilderConfig):
   drop_flagged: bool = False
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """CC12M (Changpinyo et al. 2021) with LLaVA-NeXT recaptions, long and short, beside the alt-text."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -61,12 +57,6 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                            description="Without the examples a failure rule flagged (placeholders, loops, ...)."),
   ]
   DEFAULT_CONFIG_NAME = "all"
-
-  # As synthetic_scenes: the inherited `code_path` needs a backport TFDS declares only for Python < 3.9.
-  @tfds_utils.classproperty
-  @classmethod
-  def code_path(cls) -> epath.Path:
-    return epath.Path(__file__)
 
   def _info(self) -> tfds.core.DatasetInfo:
     size = "Of the stored image (cc12m-wds resized it to a 512-pixel short side)."

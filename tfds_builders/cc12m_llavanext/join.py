@@ -74,29 +74,30 @@ def jsonl_lines(path: str, counts: collections.Counter) -> Iterator[bytes | None
   (skipped as it streams past). A gzip stream that ends early or is corrupt is counted `truncated_jsonl`, and the
   lines read before it are kept; a last line cut by it is dropped."""
   pending, skipping = bytearray(), False
-  try:
-    with epath.Path(path).open("rb") as raw, gzip.GzipFile(fileobj=raw) as f:
-      # read1: one decompression step a call, so what was decompressed before a cut is returned before it raises.
-      for data in iter(lambda: f.read1(_READ_BYTES), b""):
-        start = 0
-        while True:
-          end = data.find(b"\n", start)
-          if not skipping:
-            pending += data[start:] if end < 0 else data[start:end]
-            if len(pending) > MAX_LINE_BYTES:
-              pending.clear()
-              skipping = True
-              yield None
-          if end < 0:
-            break
-          if not skipping:
-            yield bytes(pending)
-          pending.clear()
-          skipping = False
-          start = end + 1
-  except (EOFError, OSError, zlib.error):  # gzip.BadGzipFile is an OSError
-    counts["truncated_jsonl"] += 1
-    return
+  with epath.Path(path).open("rb") as raw:  # a file that cannot be opened or read is an error, not a count
+    try:
+      with gzip.GzipFile(fileobj=raw) as f:
+        # read1: one decompression step a call, so what was decompressed before a cut is returned before it raises.
+        for data in iter(lambda: f.read1(_READ_BYTES), b""):
+          start = 0
+          while True:
+            end = data.find(b"\n", start)
+            if not skipping:
+              pending += data[start:] if end < 0 else data[start:end]
+              if len(pending) > MAX_LINE_BYTES:
+                pending.clear()
+                skipping = True
+                yield None
+            if end < 0:
+              break
+            if not skipping:
+              yield bytes(pending)
+            pending.clear()
+            skipping = False
+            start = end + 1
+    except (EOFError, gzip.BadGzipFile, zlib.error):  # cut short; not gzip, or a CRC that does not match; corrupt
+      counts["truncated_jsonl"] += 1
+      return
   if pending and not skipping:
     yield bytes(pending)  # a last line without a newline
 
