@@ -90,3 +90,11 @@ def test_wordnet_hypernyms_nearest_first(annotator):
 def test_missing_resource_error_says_how_to_get_it():
   with pytest.raises(resources.MissingNltkResource, match=r"python -m capjax.setup_nltk.*NLTK_DATA"):
     resources.find("corpora/no_such_corpus")
+
+
+def test_caption_tokens_split_each_sentence_final_period():
+  from capjax.text.annotate import caption_tokens
+  assert caption_tokens("The bus is red.\nIt is parked by the U.S. embassy.  ") == (
+      "The", "bus", "is", "red", ".", "It", "is", "parked", "by", "the", "U.S.", "embassy", ".")
+  assert caption_tokens('A sign reads "Open". 3 dogs run!') == (
+      "A", "sign", "reads", "``", "Open", "''", ".", "3", "dogs", "run", "!")

@@ -15,12 +15,13 @@ def test_stats_cli_on_cc3m_validation(cc3m_validation_tsv, repo_root):
       cwd=repo_root, capture_output=True, text=True, check=True,
   ).stdout
   assert json.loads(out) == {"examples": 15833, "unique_tokens": 10898, "tokens_mean": 10.4035,
-                             "tokens_std": 4.7322, "tokens_median": 9.0}
+                             "tokens_std": 4.7322, "tokens_median": 9.0, "tokens_p95": 20.0}
 
 
 def test_caption_stats_on_a_small_list():
   stats = caption_stats(["a dog .", "a dog in the park .", "two cats"])
-  assert stats == {"examples": 3, "unique_tokens": 8, "tokens_mean": 3.6667, "tokens_std": 1.6997, "tokens_median": 3.0}
+  assert stats == {"examples": 3, "unique_tokens": 8, "tokens_mean": 3.6667, "tokens_std": 1.6997, "tokens_median": 3.0,
+                   "tokens_p95": 6.0}  # lengths 2, 3, 6: 95% of them within 6
 
 
 def test_column_and_pipeline_output_are_read(tmp_path, capsys):
@@ -52,7 +53,7 @@ def test_stats_of_a_built_tfds_split_count_every_caption(tmp_path, repo_root):
   assert proc.returncode == 0, proc.stderr[-2000:]
   # The two downloaded validation rows: "validation caption {0,1} with "quotes" and ünïcödé" (7 tokens each).
   assert json.loads(proc.stdout) == {"examples": 2, "unique_tokens": 8, "tokens_mean": 7.0, "tokens_std": 0.0,
-                                     "tokens_median": 7.0}
+                                     "tokens_median": 7.0, "tokens_p95": 7.0}
   proc = _cli("--dataset=cc3m", "--split=test", f"--data_dir={tmp_path}", cwd=repo_root)
   assert proc.returncode == 2
   expected = "error: cc3m has no split 'test' — use one of ['train', 'validation']"
@@ -83,7 +84,7 @@ def test_blank_lines_are_skipped_and_counted_not_read_as_empty_captions(tmp_path
   assert stats.main(["--column=0", str(tsv)]) == 0  # flags before FILE as well as after
   captured = capsys.readouterr()
   assert json.loads(captured.out) == {"examples": 3, "unique_tokens": 7, "tokens_mean": 2.3333, "tokens_std": 0.4714,
-                                      "tokens_median": 2.0}
+                                      "tokens_median": 2.0, "tokens_p95": 3.0}
   assert captured.err == "blank lines skipped: 2\n"
   jsonl = tmp_path / "out.jsonl"
   jsonl.write_text('\n{"kept": true, "caption": "a b c"}\n\n{"kept": false, "caption": null}\n', encoding="utf-8")

@@ -28,6 +28,9 @@ from etils import epath
 from capjax.image import io as image_io
 
 IMAGES_DIR = "images"
+# A tar member or file over this is not read (its image counts as too_large): a hostile shard cannot make the
+# build hold a huge member. Full-size photos are a few MB; cc12m-wds's resized ones about 100 kB.
+MAX_MEMBER_BYTES = 64 << 20
 _IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")  # img2dataset names every file .jpg; the bytes decide
 # Row reasons add up: tsv_rows = examples + missing_image + corrupt_image + duplicate_url + malformed_row.
 ROW_KEYS = ("tsv_rows", "examples", "missing_image", "corrupt_image", "duplicate_url", "malformed_row")
@@ -37,16 +40,24 @@ IMAGE_KEYS = ("image_without_row", "duplicate_image", "unsafe_member", "shards",
 REPORT_KEYS = ROW_KEYS + IMAGE_KEYS
 
 
-def image_caption_features(caption_doc: str) -> dict[str, tfds.features.FeatureConnector]:
-  """The fields every builder over img2dataset shards writes: the JPEG bytes as downloaded, the caption (and
-  `captions`, the one-element references list the trainer reads), the url and img2dataset's key."""
+def image_features(image_doc: str = "The JPEG bytes as downloaded, never re-encoded.",
+                   ) -> dict[str, tfds.features.FeatureConnector]:
+  """The image fields every builder over img2dataset shards writes: the JPEG bytes, the url and the key."""
   return {
-      "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg",
-                                   doc="The JPEG bytes as downloaded, never re-encoded."),
-      "caption": tfds.features.Text(doc=caption_doc),
-      "captions": tfds.features.Sequence(tfds.features.Text(), doc="[caption]: the references field."),
+      "image": tfds.features.Image(shape=(None, None, 3), encoding_format="jpeg", doc=image_doc),
       "url": tfds.features.Text(),
       "key": tfds.features.Text(doc="img2dataset's key of the image."),
+  }
+
+
+def image_caption_features(caption_doc: str) -> dict[str, tfds.features.FeatureConnector]:
+  """`image_features` plus the caption and `captions`, the one-element references list the trainer reads."""
+  features = image_features()
+  return {
+      "image": features.pop("image"),
+      "caption": tfds.features.Text(doc=caption_doc),
+      "captions": tfds.features.Sequence(tfds.features.Text(), doc="[caption]: the references field."),
+      **features,
   }
 
 
@@ -170,6 +181,7 @@ class Sample:
   meta: dict[str, Any] | None = None
   truncated: bool = False
   text: bytes | None = None  # KEY.txt, read only when asked (`with_text`): the caption img2dataset saw
+  too_large: bool = False  # the image member is over MAX_MEMBER_BYTES: not read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,6 +257,9 @@ def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False
         current = current or Sample(key)
         if extension not in _IMAGE_EXTENSIONS and extension != "json" and not (with_text and extension == "txt"):
           continue  # KEY.txt (the caption img2dataset saw): for cc3m the TSV is the source of truth
+        if member.size > MAX_MEMBER_BYTES:
+          current.too_large = current.too_large or extension in _IMAGE_EXTENSIONS
+          continue  # the stream skips its bytes without holding them
         try:
           data = tar.extractfile(member).read()
         except (tarfile.ReadError, EOFError, OSError):
@@ -277,6 +292,9 @@ def _file_samples(path: str, counts: collections.Counter, with_text: bool = Fals
   for key, parts in names.items():
     sample = Sample(key)
     for full, extension in parts:
+      if full.stat().length > MAX_MEMBER_BYTES:
+        sample.too_large = sample.too_large or extension in _IMAGE_EXTENSIONS
+        continue
       data = full.read_bytes()
       if extension == "json":
         sample.meta = _json_or_none(data)
@@ -287,10 +305,29 @@ def _file_samples(path: str, counts: collections.Counter, with_text: bool = Fals
     yield sample
 
 
+def shard_samples(shard: str, counts: collections.Counter, with_text: bool = False) -> Iterator[Sample]:
+  """The samples of a shard, a webdataset tar (`NNNNN.tar`) or a files-layout folder, read one at a time; links,
+  names that could escape and members over MAX_MEMBER_BYTES are never read (`counts`: unsafe_member,
+  truncated_shard)."""
+  if shard.endswith(".tar"):
+    return _tar_samples(shard, counts, with_text)
+  return _file_samples(shard, counts, with_text)
+
+
+def verify_image(data: bytes) -> image_io.Header:
+  """The header of a JPEG that decodes whole, in a mode the trainer reads (RGB or grey); raises ImageError with
+  reason not_jpeg, undecodable, truncated, too_many_pixels or mode_cmyk (TFDS's decoder would hand the trainer 4
+  channels)."""
+  header = image_io.verify_jpeg(data)
+  if header.mode not in ("RGB", "L"):
+    raise image_io.ImageError(f"mode_{header.mode.lower()}", f"a {header.mode} JPEG, not RGB or grey")
+  return header
+
+
 def _json_or_none(data: bytes) -> dict[str, Any] | None:
   try:
     value = json.loads(data)
-  except (ValueError, UnicodeDecodeError):
+  except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: hostile nesting ([[[[...)
     return None
   return value if isinstance(value, dict) else None
 
@@ -302,28 +339,23 @@ def shard_events(shard: str, tsv_path: str, labeled: bool) -> Iterator[Event]:
   parquet_urls = _read_parquet(_parquet_path(shard))
   if parquet_urls is None:
     counts["shard_without_parquet"] += 1
-  samples = _tar_samples(shard, counts) if shard.endswith(".tar") else _file_samples(shard, counts)
-  for sample in samples:
+  for sample in shard_samples(shard, counts):
     url = (sample.meta or {}).get("url") or (parquet_urls or {}).get(sample.key)
     found = index.lookup(url) if isinstance(url, str) else None
     if found is None:
-      if sample.image is not None or sample.truncated:
+      if sample.image is not None or sample.truncated or sample.too_large:
         counts["image_without_row"] += 1
       continue
     position, row, fields = found
-    if sample.truncated:
-      yield Event("bad", row, position, sample.key, "truncated")
+    if sample.truncated or sample.too_large:
+      yield Event("bad", row, position, sample.key, "truncated" if sample.truncated else "too_large")
       continue
     if sample.image is None:
       continue  # a .json with no image: img2dataset writes none for failed downloads
     try:
-      header = image_io.verify_jpeg(sample.image)
+      header = verify_image(sample.image)
     except image_io.ImageError as e:
       yield Event("bad", row, position, sample.key, e.reason)
-      continue
-    if header.mode not in ("RGB", "L"):
-      # CMYK/YCCK JPEGs: TFDS's decoder would hand the trainer 4 channels.
-      yield Event("bad", row, position, sample.key, f"mode_{header.mode.lower()}")
       continue
     yield Event("example", row, position, sample.key, example=_example(fields, url, sample, header, labeled))
   for kind, n in counts.items():
@@ -389,9 +421,8 @@ def shard_candidates(shard: str, counts: collections.Counter) -> Iterator[Candid
   if rows is None:
     counts["shard_without_parquet"] += 1
     rows = {}
-  samples = _tar_samples(shard, counts, True) if shard.endswith(".tar") else _file_samples(shard, counts, True)
   seen: set[str] = set()
-  for sample in samples:
+  for sample in shard_samples(shard, counts, with_text=True):
     if sample.key in seen:
       counts["duplicate_image"] += 1
       continue
@@ -402,11 +433,11 @@ def shard_candidates(shard: str, counts: collections.Counter) -> Iterator[Candid
     if not isinstance(url, str) or not isinstance(caption, str):
       counts["image_without_row"] += sample.image is not None
       continue
-    status = "truncated" if sample.truncated else ("success" if sample.image is not None else
-                                                    meta.get("status") or "missing_image")
-    if sample.truncated:
-      meta["status"] = "truncated"
-    yield Candidate(sample.key, url, caption, sample.image if not sample.truncated else None, meta, status)
+    status = ("truncated" if sample.truncated else "too_large" if sample.too_large else
+              "success" if sample.image is not None else meta.get("status") or "missing_image")
+    if sample.truncated or sample.too_large:
+      meta["status"] = status
+    yield Candidate(sample.key, url, caption, sample.image if status == "success" else None, meta, status)
   for key, row in rows.items():
     if key in seen or not isinstance(row.get("url"), str):
       continue
@@ -433,17 +464,24 @@ def finish_report(report: dict[str, Any], index: TsvIndex) -> dict[str, Any]:
   return report
 
 
-def format_report(reports: Mapping[str, Mapping[str, Any]]) -> str:
-  """The build report as a table: one column per split, one line per count, then the corrupt-image reasons."""
+CC3M_BREAKDOWNS = {"corrupt_image": "corrupt_reasons"}
+
+
+def format_report(reports: Mapping[str, Mapping[str, Any]], title: str = "cc3m build report",
+                  keys: tuple[str, ...] = REPORT_KEYS,
+                  breakdowns: Mapping[str, str] = CC3M_BREAKDOWNS) -> str:
+  """A build report as a table: one column per split, one line per count in `keys`, each count followed by its
+  breakdown (`breakdowns`: count → the report's dict of name → number, e.g. the corrupt-image reasons)."""
   splits = list(reports)
-  width = max(len(k) for k in REPORT_KEYS) + 2
-  lines = ["cc3m build report".ljust(width) + "".join(s.rjust(12) for s in splits)]
-  for key in REPORT_KEYS:
-    lines.append(key.ljust(width) + "".join(f"{reports[s][key]:>12,}" for s in splits))
-  reasons = sorted({r for s in splits for r in reports[s]["corrupt_reasons"]})
-  for reason in reasons:
-    lines.append(f"  {reason}".ljust(width) + "".join(f"{reports[s]['corrupt_reasons'].get(reason, 0):>12,}"
-                                                      for s in splits))
+  rows: list[tuple[str, list[int]]] = []
+  for key in keys:
+    rows.append((key, [reports[s][key] for s in splits]))
+    detail = breakdowns.get(key)
+    for name in sorted({n for s in splits for n in reports[s][detail]}) if detail else ():
+      rows.append((f"  {name}", [reports[s][detail].get(name, 0) for s in splits]))
+  width = max(len(title), *(len(label) for label, _ in rows)) + 2
+  lines = [title.ljust(width) + "".join(s.rjust(12) for s in splits)]
+  lines += [label.ljust(width) + "".join(f"{n:>12,}" for n in numbers) for label, numbers in rows]
   return "\n".join(lines)
 
 

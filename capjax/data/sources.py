@@ -18,6 +18,7 @@ from absl import logging
 from capjax import distributed
 from capjax.config_util import ConfigError
 from capjax.features import variant_name
+from capjax.strings import as_str
 
 # Datasets whose builders live in this repository: name -> (module to import, how to build it).
 KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
@@ -33,6 +34,11 @@ KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
         "tfds_builders.alt_text_captions",
         "harvest alt-texts and download their images with img2dataset (see tfds_builders/alt_text_captions/README.md), "
         "then run `python -m capjax.data.build --dataset=alt_text_captions --manual_dir=DIR --data_dir=DATA_DIR`"),
+    "cc12m_llavanext": (
+        "tfds_builders.cc12m_llavanext",
+        "download train.jsonl.gz (CC12M's LLaVA-NeXT recaptions) and the cc12m-wds tars into DIR (see "
+        "tfds_builders/cc12m_llavanext/README.md), then run "
+        "`python -m capjax.data.build --dataset=cc12m_llavanext --manual_dir=DIR --data_dir=DATA_DIR`"),
 }
 
 
@@ -140,12 +146,68 @@ def prepare(config: ml_collections.ConfigDict):
   return builder
 
 
+def reference_text(text: str) -> str:
+  """A caption in the vocabulary's form, as CC3M releases its captions: Penn Treebank tokens joined by spaces
+  ("parked." reads as the words "parked" and ".")."""
+  from capjax.text import annotate  # noqa: PLC0415
+  return " ".join(annotate.caption_tokens(text))
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptionFieldSource:
+  """A split's records with `captions`, the references the trainer and the scorers read, taken from another text
+  field (`dataset.caption_field`: one caption, or a sequence of them) in the vocabulary's form."""
+
+  source: Any
+  field: str
+
+  def __len__(self) -> int:
+    return len(self.source)
+
+  def _with_captions(self, record: dict[str, Any]) -> dict[str, Any]:
+    value = record[self.field]
+    texts = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
+    return {**record, "captions": [reference_text(as_str(t)) for t in texts]}
+
+  def __getitem__(self, index: int) -> dict[str, Any]:
+    return self._with_captions(self.source[index])
+
+  def __getitems__(self, indices) -> list[dict[str, Any]]:
+    return [self._with_captions(record) for record in self.source.__getitems__(indices)]
+
+
+_NOT_CAPTIONS = ("url", "key", "flags")  # text fields of the builders here that hold no caption
+
+
+def _text_fields(features) -> list[str]:
+  """The fields `caption_field` may name: text, or sequences of text, that hold captions."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+
+  def is_text(feature) -> bool:
+    inner = feature.feature if isinstance(feature, tfds.features.Sequence) else feature
+    return isinstance(inner, tfds.features.Text)
+  return sorted(name for name, feature in features.items() if is_text(feature) and name not in _NOT_CAPTIONS)
+
+
 def data_source(config: ml_collections.ConfigDict, split: str):
-  """The ArrayRecord random-access source of `split` (building embedded datasets on first use)."""
+  """The ArrayRecord random-access source of `split` (building embedded datasets on first use). `split` may be a
+  TFDS slice ("train[:10000]", "train[10000:]"): a held-out part of a dataset released as one split. With
+  `caption_field` set, the records' `captions` come from that field (CaptionFieldSource)."""
   builder = prepare(config)
-  if split not in builder.info.splits:
+  if split.split("[", 1)[0] not in builder.info.splits:
     raise ValueError(f"split {split!r} not in {builder.name}: has {sorted(builder.info.splits)}")
-  return builder.as_data_source(split=split)
+  source = builder.as_data_source(split=split)
+  field = config.get("caption_field", "")
+  texts = _text_fields(builder.info.features)
+  if field:
+    if field not in texts:
+      raise ConfigError(f"dataset.caption_field={field!r}: {builder.name} has no such text field — use one of "
+                        f"{', '.join(texts)}")
+    return CaptionFieldSource(source, field)
+  if "captions" not in builder.info.features:
+    raise ConfigError(f"{builder.name} has no `captions` field — choose the captions to train on with "
+                      f"--config.dataset.caption_field, one of {', '.join(texts)}")
+  return source
 
 
 def pixel_source(config: ml_collections.ConfigDict, split: str):

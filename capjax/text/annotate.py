@@ -74,6 +74,16 @@ def tokenize(text: str) -> tuple[str, ...]:
   return tuple(tokens)
 
 
+# Between sentences: after . ! or ?, before a capital, a digit or an opening quote or bracket.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def caption_tokens(text: str) -> tuple[str, ...]:
+  """Penn-Treebank-style tokens of a caption of one or more sentences, normalized first; each sentence's final
+  period is split off as `tokenize` does for one ("It is red. It is parked." -> ... "red", ".", "It", ...)."""
+  return tuple(token for sentence in _SENTENCE_BREAK.split(normalize_text(text)) for token in tokenize(sentence))
+
+
 def is_word(token: str) -> bool:
   """A token with at least one letter or digit (not punctuation)."""
   return token[:1].isalnum() or any(ch.isalnum() for ch in token)

@@ -1,8 +1,11 @@
-"""The paper's caption statistics (examples, unique tokens, tokens per caption: mean, std, median), as JSON.
+"""The paper's caption statistics (examples, unique tokens, tokens per caption: mean, std, median), plus the
+95th percentile of the length (a max_caption_tokens that keeps 95% of the captions whole), as JSON.
 
 Usage:
   python -m capjax.text.stats FILE.tsv [--column=N]      # a TSV (CC3M: caption<TAB>url) or a pipeline .jsonl
   python -m capjax.text.stats --dataset=cc3m --split=validation [--data_dir=DIR] [--field=captions]
+  python -m capjax.text.stats --dataset=cc12m_llavanext --split=train --tokenizer=treebank \
+      --field=caption_llava,caption_llava_short,alt_text    # several fields: {field: statistics}
 
 FILE may come before or after the flags. Blank lines of FILE are skipped, not read as 0-token captions, and
 counted on stderr ("blank lines skipped: N"); a row without the --column, a line that is not UTF-8 or (.jsonl)
@@ -35,8 +38,9 @@ _DATASET = flags.DEFINE_string("dataset", "", "A built TFDS dataset, NAME or NAM
 _SPLIT = flags.DEFINE_string("split", "validation", "The split of --dataset to read.", flag_values=FLAGS)
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "TFDS data dir of --dataset ('' -> $TFDS_DATA_DIR or "
                                 "~/tensorflow_datasets).", flag_values=FLAGS)
-_FIELD = flags.DEFINE_string("field", "", "Record field with the captions ('' -> 'captions' when the dataset has "
-                             "it, else 'caption').", flag_values=FLAGS)
+_FIELD = flags.DEFINE_list("field", [], "Record field(s) with the captions ('' -> 'captions' when the dataset has "
+                           "it, else 'caption'); several, comma separated, print one object per field.",
+                           flag_values=FLAGS)
 
 
 class UsageError(ValueError):
@@ -58,6 +62,8 @@ def caption_stats(captions: Iterable[str], tokenize: Callable[[str], Sequence[st
       "tokens_mean": round(float(n.mean()), 4) if len(n) else 0.0,
       "tokens_std": round(float(n.std()), 4) if len(n) else 0.0,
       "tokens_median": float(np.median(n)) if len(n) else 0.0,
+      # The smallest length that 95% of the captions do not exceed: a max_caption_tokens keeping them whole.
+      "tokens_p95": float(np.percentile(n, 95, method="inverted_cdf")) if len(n) else 0.0,
   }
 
 
@@ -139,11 +145,13 @@ def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "")
       yield as_str(value)
 
 
-def _captions(paths: Sequence[str], counts: LineCounts) -> Iterator[str]:
+def _captions(paths: Sequence[str], counts: LineCounts, field: str = "") -> Iterator[str]:
   if _DATASET.value:
     if paths:
       raise UsageError(f"give a FILE or --dataset, not both (got {paths[0]} and --dataset={_DATASET.value})")
-    return read_dataset_captions(_DATASET.value, _SPLIT.value, _DATA_DIR.value, _FIELD.value)
+    return read_dataset_captions(_DATASET.value, _SPLIT.value, _DATA_DIR.value, field)
+  if _FIELD.value:
+    raise UsageError("--field reads a --dataset's records — give --dataset, or --column for a FILE")
   if len(paths) != 1:
     raise UsageError("give one FILE.tsv / FILE.jsonl, or --dataset=NAME --split=SPLIT — see --help")
   if not os.path.isfile(paths[0]):
@@ -153,16 +161,22 @@ def _captions(paths: Sequence[str], counts: LineCounts) -> Iterator[str]:
   return read_column(paths[0], _COLUMN.value, counts)
 
 
+def _tokenizer() -> Callable[[str], Sequence[str]]:
+  """Whitespace tokens, or (--tokenizer=treebank) Penn Treebank tokens of the normalized text, sentence by
+  sentence, as the trainer reads a `dataset.caption_field` (capjax.data.sources.reference_text)."""
+  if _TOKENIZER.value == "whitespace":
+    return str.split
+  from capjax.text.annotate import caption_tokens  # noqa: PLC0415
+  return caption_tokens
+
+
 def run(paths: Sequence[str]) -> int:
   """Prints the statistics for the parsed flags and positional `paths`; an `error:` line and exit 2 on bad input."""
   counts = LineCounts()
   try:
-    captions = _captions(paths, counts)
-    if _TOKENIZER.value == "treebank":
-      from capjax.text.annotate import normalize_text, tokenize  # noqa: PLC0415
-      stats = caption_stats(captions, lambda c: tokenize(normalize_text(c)))
-    else:
-      stats = caption_stats(captions)
+    fields = _FIELD.value or [""]
+    per_field = {field: caption_stats(_captions(paths, counts, field), _tokenizer()) for field in fields}
+    stats = per_field[fields[0]] if len(fields) == 1 else per_field
   except UsageError as e:
     cli.fail(str(e))
   except OSError as e:

@@ -15,10 +15,10 @@ from typing import Any
 
 import tensorflow_datasets as tfds
 from etils import epath
-from tensorflow_datasets.core import utils as tfds_utils
 
 from tfds_builders import img2dataset as i2d
 from tfds_builders.alt_text_captions import stages as stages_lib
+from tfds_builders.builder_base import LocalCodePath, ManualDataError
 
 _INSTRUCTIONS_POINTER = "see tfds_builders/alt_text_captions/README.md"
 
@@ -33,10 +33,6 @@ The manual dir is img2dataset's output folder for a harvested candidates TSV:
 DIR then holds NNNNN.tar + NNNNN.parquet (or NNNNN/ folders with --output_format files). A labels file for
 `--set=cross_filter=labels` (CC3M image-labels TSV format) may sit in DIR too.
 """
-
-
-class ManualDataError(FileNotFoundError):
-  """The manual dir, its shards or a file a setting names is not there."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -55,7 +51,7 @@ def config_from_settings(items: Sequence[str]) -> AltTextConfig:
                        settings=settings)
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """Conceptual-Captions-style pairs from harvested alt-texts (Sharma et al. 2018, section 3)."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -63,11 +59,6 @@ class Builder(tfds.core.GeneratorBasedBuilder):
   MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
   BUILDER_CONFIGS = [AltTextConfig(name="paper", description="The paper's thresholds; cross filter off.")]
   DEFAULT_CONFIG_NAME = "paper"
-
-  @tfds_utils.classproperty
-  @classmethod
-  def code_path(cls) -> epath.Path:
-    return epath.Path(__file__)
 
   def _info(self) -> tfds.core.DatasetInfo:
     features = {

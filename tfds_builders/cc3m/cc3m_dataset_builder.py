@@ -15,9 +15,9 @@ import numpy as np
 import tensorflow_datasets as tfds
 from absl import logging
 from etils import epath
-from tensorflow_datasets.core import utils as tfds_utils
 
 from tfds_builders import img2dataset as i2d
+from tfds_builders.builder_base import LocalCodePath, ManualDataError
 
 TSV_FILES: dict[str, dict[str, str]] = {
     "unlabeled": {"train": "Train_GCC-training.tsv", "validation": "Validation_GCC-1.1.0-Validation.tsv"},
@@ -56,10 +56,6 @@ JPEGs only (as the paper) and counts every other row with its reason. `--output_
 """
 
 
-class ManualDataError(FileNotFoundError):
-  """A manual-dir file the build needs is not there."""
-
-
 @dataclasses.dataclass(eq=False)
 class Cc3mConfig(tfds.core.BuilderConfig):
   labeled: bool = False
@@ -68,7 +64,7 @@ class Cc3mConfig(tfds.core.BuilderConfig):
 # ------------------------------------------------------------------------------------------------ builder
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """Conceptual Captions 3M (Sharma et al. 2018): the released captions joined by url to downloaded images."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -80,12 +76,6 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                  description="The train images with Google Cloud Vision labels, MIDs and confidences."),
   ]
   DEFAULT_CONFIG_NAME = "unlabeled"
-
-  # As synthetic_scenes: the inherited `code_path` needs a backport TFDS declares only for Python < 3.9.
-  @tfds_utils.classproperty
-  @classmethod
-  def code_path(cls) -> epath.Path:
-    return epath.Path(__file__)
 
   def _info(self) -> tfds.core.DatasetInfo:
     features = {

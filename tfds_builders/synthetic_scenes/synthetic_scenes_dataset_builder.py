@@ -14,10 +14,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
-from tensorflow_datasets.core import utils as tfds_utils
 
 from capjax import scenes
+from tfds_builders.builder_base import LocalCodePath
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")  # the split index seeds the examples: keep this order
 _PARALLEL_MIN_EXAMPLES = 4096  # smaller splits are drawn in this process alone: not worth a pool
@@ -91,7 +90,7 @@ def generate_split(config: SyntheticScenesConfig,
         yield index, _features(example, index)
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """Synthetic scenes of one to three shapes, each with four reference captions."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -109,13 +108,6 @@ class Builder(tfds.core.GeneratorBasedBuilder):
           num_test=64),
   ]
   DEFAULT_CONFIG_NAME = "default"
-
-  # The inherited `code_path` needs the `importlib_resources` backport, which TFDS declares only for
-  # Python < 3.9 (tensorflow/datasets#11212): without it download_and_prepare fails. This file is the answer.
-  @tfds_utils.classproperty
-  @classmethod
-  def code_path(cls) -> epath.Path:
-    return epath.Path(__file__)
 
   def _info(self) -> tfds.core.DatasetInfo:
     size = self.builder_config.image_size

@@ -1,0 +1,23 @@
+"""What every builder here shares: the fix for TFDS's `code_path`, and the error for a missing manual-dir file."""
+
+from __future__ import annotations
+
+import inspect
+
+from etils import epath
+from tensorflow_datasets.core import utils as tfds_utils
+
+
+class ManualDataError(FileNotFoundError):
+  """A manual-dir file the build needs is not there (`capjax.data.build` prints it as one `error:` line)."""
+
+
+class LocalCodePath:
+  """Mixed in before tfds.core.GeneratorBasedBuilder: the inherited `code_path` needs the `importlib_resources`
+  backport, which TFDS declares only for Python < 3.9 (tensorflow/datasets#11212), and without it
+  download_and_prepare fails. The builder's own file is the answer."""
+
+  @tfds_utils.classproperty
+  @classmethod
+  def code_path(cls) -> epath.Path:
+    return epath.Path(inspect.getfile(cls))

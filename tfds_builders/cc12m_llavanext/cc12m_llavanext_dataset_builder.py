@@ -1,0 +1,145 @@
+"""The `cc12m_llavanext` TFDS builder: CC12M's LLaVA-NeXT recaptions (train.jsonl.gz) joined on key, checked
+against url, to the cc12m-wds tars, with the captions cleaned and every rule that fired recorded as a flag.
+Plain builds stream the jsonl into an on-disk store and read the tars one at a time; Beam groups both by key.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import tensorflow_datasets as tfds
+from etils import epath
+
+from tfds_builders import img2dataset as i2d
+from tfds_builders.builder_base import LocalCodePath, ManualDataError
+from tfds_builders.cc12m_llavanext import join
+
+_README = "tfds_builders/cc12m_llavanext/README.md"
+_INSTRUCTIONS_POINTER = f"see {_README} (or `tfds.builder('cc12m_llavanext').MANUAL_DOWNLOAD_INSTRUCTIONS`)"
+
+MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+Put in the manual dir (`--manual_dir=DIR`), as downloaded:
+
+  DIR/train.jsonl.gz                # the LLaVA-NeXT recaptions (3.6 GB): one JSON object a line
+  DIR/cc12m-train-0000.tar ...      # the cc12m-wds shards: KEY.jpg, KEY.txt, KEY.json per image
+
+  pip install huggingface_hub
+  huggingface-cli download --repo-type dataset CaptionEmporium/conceptual-captions-cc12m-llavanext \\
+      train.jsonl.gz --local-dir DIR
+  huggingface-cli download --repo-type dataset pixparse/cc12m-wds --include 'cc12m-train-*.tar' --local-dir DIR
+
+A plain build needs free disk in $TMPDIR for its row store: about the jsonl's uncompressed size.
+"""
+
+
+@dataclasses.dataclass(eq=False)
+class Cc12mLlavanextConfig(tfds.core.BuilderConfig):
+  drop_flagged: bool = False
+
+
+class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
+  """CC12M (Changpinyo et al. 2021) with LLaVA-NeXT recaptions, long and short, beside the alt-text."""
+
+  VERSION = tfds.core.Version("1.0.0")
+  RELEASE_NOTES = {"1.0.0": "train.jsonl.gz joined on key (checked against url) to cc12m-wds; cleaned captions."}
+  MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
+  BUILDER_CONFIGS = [
+      Cc12mLlavanextConfig(name="all", description="Every joined image; flagged examples kept, with their flags."),
+      Cc12mLlavanextConfig(name="clean", drop_flagged=True,
+                           description="Without the examples a failure rule flagged (placeholders, loops, ...)."),
+  ]
+  DEFAULT_CONFIG_NAME = "all"
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    size = "Of the stored image (cc12m-wds resized it to a 512-pixel short side)."
+    original = "Of the image as first downloaded, from the row; -1 when the row does not say."
+    features = {
+        **i2d.image_features("The JPEG bytes as stored in the cc12m-wds tar, never re-encoded."),
+        "caption_llava": tfds.features.Text(doc="The long LLaVA-NeXT caption, cleaned."),
+        "caption_llava_short": tfds.features.Text(doc="The short caption (at most about 30 words), cleaned."),
+        "alt_text": tfds.features.Text(doc="CC12M's alt-text (the row's `caption`), stripped."),
+        "width": tfds.features.Scalar(np.int32, doc=size),
+        "height": tfds.features.Scalar(np.int32, doc=size),
+        "original_width": tfds.features.Scalar(np.int32, doc=original),
+        "original_height": tfds.features.Scalar(np.int32, doc=original),
+        "flags": tfds.features.Sequence(tfds.features.Text(),
+                                        doc="The cleaning rules that fired, as FIELD:RULE (README: repairs and "
+                                            "failures; an example with a failure is dropped by `clean`)."),
+    }
+    return self.dataset_info_from_configs(
+        features=tfds.features.FeaturesDict(features),
+        homepage="https://huggingface.co/datasets/CaptionEmporium/conceptual-captions-cc12m-llavanext",
+        metadata=tfds.core.MetadataDict(),
+    )
+
+  # --- files
+
+  def _manual_files(self, dl_manager) -> tuple[str, list[str]]:
+    """(jsonl path, tar paths); a missing manual dir, jsonl or tars is a ManualDataError naming them."""
+    try:
+      manual_dir = epath.Path(dl_manager.manual_dir)
+    except AssertionError as e:  # TFDS: "Manual directory X does not exist or is empty. ..." + instructions
+      first = str(e).split(". ")[0]
+      raise ManualDataError(f"{first}: put train.jsonl.gz and the cc12m-wds tars there, as {_README} says "
+                            "(pass it with --manual_dir)") from e
+    jsonl = manual_dir / join.JSONL
+    if not jsonl.exists():
+      raise ManualDataError(f"{jsonl} is missing: download {join.JSONL} ({_INSTRUCTIONS_POINTER})")
+    shards = join.list_shards(os.fspath(manual_dir))
+    if not shards:
+      raise ManualDataError(f"no cc12m-wds tars (cc12m-train-NNNN.tar) in {manual_dir}: download them "
+                            f"({_INSTRUCTIONS_POINTER})")
+    return os.fspath(jsonl), shards
+
+  # --- generation
+
+  def _download_and_prepare(self, dl_manager, download_config):
+    self._use_beam = download_config.beam_runner is not None or download_config.beam_options is not None
+    self._counts: collections.Counter = collections.Counter()
+    self._beam_counts = ""
+    self._generated = True
+    result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
+    if self._beam_counts:  # the Beam pipeline has run by now: its summed counts are in one JSON file
+      counts_file = epath.Path(self._beam_counts)
+      self._counts.update(json.loads(counts_file.read_text()) if counts_file.exists() else {})
+      counts_file.unlink(missing_ok=True)
+      try:
+        counts_file.parent.rmdir()
+      except OSError:
+        pass  # another build's counts are still there
+    # Set before download_and_prepare writes dataset_info: metadata.json is written with it.
+    self.info.metadata["build_report"] = join.report_from_counts(self._counts)
+    return result
+
+  def _post_download_and_prepare_hook(self) -> None:
+    if getattr(self, "_generated", False):
+      print(join.format_report(self.info.metadata["build_report"]), flush=True)
+
+  def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+    jsonl, shards = self._manual_files(dl_manager)
+    drop_flagged = self.builder_config.drop_flagged
+    if getattr(self, "_use_beam", False):
+      folder = epath.Path(self._data_dir_root) / ".cc12m_llavanext_counts"
+      folder.mkdir(parents=True, exist_ok=True)
+      self._beam_counts = os.fspath(folder / f"train-{uuid.uuid4().hex}.json")
+      return {"train": _beam_transform(jsonl, shards, drop_flagged, self._beam_counts)}
+    return {"train": self._generate_examples(jsonl, shards, drop_flagged)}
+
+  def _generate_examples(self, jsonl: str, shards: list[str],
+                         drop_flagged: bool) -> Iterator[tuple[int, dict[str, Any]]]:
+    with tempfile.TemporaryDirectory(prefix="cc12m_llavanext_rows_") as folder:
+      yield from join.plain_examples(jsonl, shards, folder, drop_flagged, self._counts)
+
+
+def _beam_transform(jsonl: str, shards: list[str], drop_flagged: bool, counts_path: str):
+  """The Beam path (join_beam.py imports apache_beam, so only Beam builds import it)."""
+  from tfds_builders.cc12m_llavanext import join_beam  # noqa: PLC0415
+  return join_beam.JoinPipeline(jsonl, shards, drop_flagged, counts_path)

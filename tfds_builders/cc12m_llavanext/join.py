@@ -1,0 +1,362 @@
+"""The cc12m_llavanext join, shared by the plain path and the Beam DoFns (join_beam.py): train.jsonl.gz read as a
+bounded stream of rows, an on-disk key → row store, the cc12m-wds tars read as streams of checked images, the
+join on key checked against url, the captions cleaned by capjax.text.recaption, and the build report.
+
+Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gzip
+import json
+import os
+import re
+import sqlite3
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from etils import epath
+
+from capjax.image import io as image_io
+from capjax.text import recaption
+from tfds_builders import img2dataset as i2d
+
+JSONL = "train.jsonl.gz"
+SHARD_NAME = re.compile(r"cc12m-train-\d+\.tar")
+RECAPTIONS = ("caption_llava", "caption_llava_short")  # cleaned by capjax.text.recaption
+CAPTION_FIELDS = (*RECAPTIONS, "alt_text")  # the text fields `dataset.caption_field` may name
+# A caption over this is no caption but a corrupt row (LLaVA-NeXT's long captions run to a few hundred words);
+# the limit also bounds what the cleaning rules, whose cost grows with the length, are given.
+MAX_CAPTION_CHARS = 10_000
+# A line over this is skipped as it streams past, never held whole: memory stays bounded whatever the input.
+MAX_LINE_BYTES = 1 << 20
+_READ_BYTES = 1 << 20  # decompressed bytes read at a time
+
+# Rows add up: rows = examples (+ flagged, in `clean`) + row_without_image + corrupt_image + BAD_ROW_KEYS.
+# `repaired` and `flagged` count joined images with a repair or a failure flag (`clean` drops the flagged).
+BAD_ROW_KEYS = ("invalid_json", "missing_field", "caption_too_long", "line_too_long", "duplicate_key")
+ROW_KEYS = ("rows", "examples", "repaired", "flagged", "row_without_image", "corrupt_image", *BAD_ROW_KEYS)
+# Images that became no example, shards, and a jsonl.gz that ends early.
+IMAGE_KEYS = ("image_without_row", "url_mismatch", "duplicate_image", "unsafe_member", "shards", "truncated_shard",
+              "truncated_jsonl")
+REPORT_KEYS = ROW_KEYS + IMAGE_KEYS
+TITLE = "cc12m_llavanext build report"
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """The fields of one jsonl row the dataset keeps (`caption` is the alt-text)."""
+
+  key: str
+  url: str
+  caption_llava: str
+  caption_llava_short: str
+  alt_text: str
+  original_width: int  # -1 when the row does not say
+  original_height: int
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.astuple(self), ensure_ascii=False)
+
+  @classmethod
+  def from_json(cls, text: str) -> Row:
+    return cls(*json.loads(text))
+
+
+def jsonl_lines(path: str, counts: collections.Counter) -> Iterator[bytes | None]:
+  """The lines of a gzip file, read a megabyte at a time and never whole; None for a line over MAX_LINE_BYTES
+  (skipped as it streams past). A gzip stream that ends early or is corrupt is counted `truncated_jsonl`, and the
+  lines read before it are kept; a last line cut by it is dropped."""
+  pending, skipping = bytearray(), False
+  with epath.Path(path).open("rb") as raw:  # a file that cannot be opened or read is an error, not a count
+    try:
+      with gzip.GzipFile(fileobj=raw) as f:
+        # read1: one decompression step a call, so what was decompressed before a cut is returned before it raises.
+        for data in iter(lambda: f.read1(_READ_BYTES), b""):
+          start = 0
+          while True:
+            end = data.find(b"\n", start)
+            if not skipping:
+              pending += data[start:] if end < 0 else data[start:end]
+              if len(pending) > MAX_LINE_BYTES:
+                pending.clear()
+                skipping = True
+                yield None
+            if end < 0:
+              break
+            if not skipping:
+              yield bytes(pending)
+            pending.clear()
+            skipping = False
+            start = end + 1
+    except (EOFError, gzip.BadGzipFile, zlib.error):  # cut short; not gzip, or a CRC that does not match; corrupt
+      counts["truncated_jsonl"] += 1
+      return
+  if pending and not skipping:
+    yield bytes(pending)  # a last line without a newline
+
+
+def _size(value: Any) -> int:
+  return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1
+
+
+def parse_row(line: bytes) -> Row | str:
+  """The row of one line, or the count it falls under: invalid_json (not JSON, not an object), missing_field (key,
+  url or a caption missing or not text; key and url empty) or caption_too_long."""
+  try:
+    value = json.loads(line)
+  except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: hostile nesting
+    return "invalid_json"
+  if not isinstance(value, dict):
+    return "invalid_json"
+  texts = [value.get(name) for name in ("key", "url", "caption_llava", "caption_llava_short", "caption")]
+  if not all(isinstance(t, str) for t in texts) or not texts[0].strip() or not texts[1].strip():
+    return "missing_field"
+  if any(len(t) > MAX_CAPTION_CHARS for t in texts[2:]):
+    return "caption_too_long"
+  return Row(*texts, _size(value.get("original_width")), _size(value.get("original_height")))
+
+
+def read_rows(path: str, counts: collections.Counter) -> Iterator[tuple[int, Row]]:
+  """(line number from 0, row) of every good row in file order; every other line that is not blank is counted
+  in `counts` under its reason (duplicate keys are the store's or the join's to count)."""
+  for number, line in enumerate(jsonl_lines(path, counts)):
+    if line is None:
+      counts["rows"] += 1
+      counts["line_too_long"] += 1
+      continue
+    if not line.strip():
+      continue
+    counts["rows"] += 1
+    row = parse_row(line)
+    if isinstance(row, str):
+      counts[row] += 1
+    else:
+      yield number, row
+
+
+class RowStore:
+  """key → (position, line, row) of train.jsonl.gz, in an SQLite file: memory stays at SQLite's page cache (64
+  MiB) at any size. Positions 0..len-1 index per-row state; the line number is the example's key. Of rows with one
+  key the first is kept, the others counted `duplicate_key`; the read's other counts are in `counts`."""
+
+  def __init__(self, jsonl: str, folder: str, batch: int = 10_000):
+    self.counts: collections.Counter = collections.Counter()
+    self._db = sqlite3.connect(os.path.join(folder, "rows.sqlite"))
+    self._db.executescript(
+        "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;"
+        "CREATE TABLE rows (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, line INTEGER NOT NULL, row TEXT);")
+    pending: list[tuple[str, int, str]] = []
+    good = 0
+    for line, row in read_rows(jsonl, self.counts):
+      good += 1
+      pending.append((row.key, line, row.to_json()))
+      if len(pending) == batch:
+        self._insert(pending)
+    self._insert(pending)
+    self._db.commit()
+    self._len = self._db.execute("SELECT COUNT(*) FROM rows").fetchone()[0]
+    self.counts["duplicate_key"] += good - self._len
+
+  def _insert(self, rows: list[tuple[str, int, str]]) -> None:
+    # A later row with a key already stored is ignored (and adds no id: positions stay dense).
+    self._db.executemany("INSERT OR IGNORE INTO rows (key, line, row) VALUES (?, ?, ?)", rows)
+    rows.clear()
+
+  def __len__(self) -> int:
+    return self._len
+
+  def lookup(self, key: str) -> tuple[int, int, Row] | None:
+    found = self._db.execute("SELECT id, line, row FROM rows WHERE key = ?", (key,)).fetchone()
+    return None if found is None else (found[0] - 1, found[1], Row.from_json(found[2]))
+
+  def close(self) -> None:
+    self._db.close()
+
+
+# ------------------------------------------------------------------------------------------------ images
+
+
+def list_shards(manual_dir: str) -> list[str]:
+  """The cc12m-wds tars `cc12m-train-NNNN.tar` in the manual dir (symlinks are not followed), sorted."""
+  return [s for s in i2d.list_shards(manual_dir) if SHARD_NAME.fullmatch(os.path.basename(s))]
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+  """One image member of a shard, checked: its JPEG bytes and size, or why it cannot be an example."""
+
+  key: str
+  url: str | None  # from KEY.json; None without one
+  order: tuple[str, int]  # (shard name, sample number): of a key's images, the first good one in this order wins
+  data: bytes | None = None
+  width: int = 0
+  height: int = 0
+  reason: str = ""  # truncated, too_large, not_jpeg, undecodable, too_many_pixels, mode_cmyk; "" when good
+
+
+def shard_images(shard: str, counts: collections.Counter) -> Iterator[Image]:
+  """Every image of one tar, read as a stream (i2d.shard_samples: never extracted, links never followed, members
+  over i2d.MAX_MEMBER_BYTES never read), each decoded whole once to check it; shard-side counts into `counts`."""
+  counts["shards"] += 1
+  name = os.path.basename(shard)
+  for number, sample in enumerate(i2d.shard_samples(shard, counts)):
+    url = (sample.meta or {}).get("url")
+    url = url if isinstance(url, str) else None
+    if sample.truncated or sample.too_large:
+      yield Image(sample.key, url, (name, number), reason="truncated" if sample.truncated else "too_large")
+      continue
+    if sample.image is None:
+      continue  # a KEY.json or KEY.txt without an image: nothing to join
+    try:
+      header = i2d.verify_image(sample.image)
+    except image_io.ImageError as e:
+      yield Image(sample.key, url, (name, number), reason=e.reason)
+      continue
+    yield Image(sample.key, url, (name, number), sample.image, header.width, header.height)
+
+
+def url_mismatch(image: Image, row: Row) -> bool:
+  """The image is not the row's: its .json names another url, or (for an image that decodes) none at all. A bad
+  image without its .json (cut with it) is still the row's by key, and counts as corrupt_image."""
+  return image.url != row.url and (image.url is not None or not image.reason)
+
+
+def join_event(image: Image, found: tuple[int, int, Row] | None) -> i2d.Event:
+  """What one image contributes (the plain path's `i2d.row_outcomes` turns these into examples and counts)."""
+  if found is None:
+    return i2d.Event("image_without_row", key=image.key)
+  position, line, row = found
+  if url_mismatch(image, row):
+    return i2d.Event("url_mismatch", key=image.key)
+  if image.reason:
+    return i2d.Event("bad", line, position, image.key, image.reason)
+  return i2d.Event("example", line, position, image.key, example=raw_example(row, image))
+
+
+def raw_example(row: Row, image: Image) -> dict[str, Any]:
+  """The example before cleaning: the JPEG bytes as stored in the tar, the row's captions and sizes."""
+  return {
+      "image": image.data,
+      "caption_llava": row.caption_llava,
+      "caption_llava_short": row.caption_llava_short,
+      "alt_text": row.alt_text,
+      "url": row.url,
+      "key": row.key,
+      "width": image.width,
+      "height": image.height,
+      "original_width": row.original_width,
+      "original_height": row.original_height,
+  }
+
+
+# ------------------------------------------------------------------------------------------------ cleaning
+
+
+def clean(example: dict[str, Any]) -> tuple[list[str], list[str]]:
+  """Cleans the example's recaptions in place (capjax.text.recaption: whitespace and newlines stripped, suffix
+  loops cut, boilerplate openings trimmed) and sets `flags` to every rule that fired, as FIELD:RULE. Returns the
+  repairs (the text was fixed) and the failures (a placeholder, a loop left inside, a dataset-card failure,
+  nothing left: the example is flagged, and `clean` drops it)."""
+  repairs: list[str] = []
+  failures: list[str] = []
+  for field in RECAPTIONS:
+    result = recaption.clean_recaption(example[field])
+    example[field] = result.text
+    repairs += [f"{field}:{rule}" for rule in result.repairs]
+    failures += [f"{field}:{rule}" for rule in result.failures]
+  example["alt_text"] = example["alt_text"].strip()
+  example["flags"] = repairs + failures
+  return repairs, failures
+
+
+def clean_and_count(example: dict[str, Any], counts: collections.Counter) -> bool:
+  """`clean`, with the example's flags counted ("flag:FIELD:RULE", `repaired`, `flagged`); True when flagged."""
+  repairs, failures = clean(example)
+  counts["repaired"] += bool(repairs)
+  counts["flagged"] += bool(failures)
+  counts.update(f"flag:{name}" for name in example["flags"])
+  return bool(failures)
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def report_from_counts(counts: Mapping[str, int]) -> dict[str, Any]:
+  """The build report from summed counts: REPORT_KEYS, then `corrupt_reasons` ("corrupt:R") and `flags`
+  ("flag:F"), each sorted by name."""
+  report: dict[str, Any] = {key: int(counts.get(key, 0)) for key in REPORT_KEYS}
+  for prefix, field in (("corrupt:", "corrupt_reasons"), ("flag:", "flags")):
+    report[field] = {k[len(prefix):]: int(n) for k, n in sorted(counts.items()) if k.startswith(prefix)}
+  return report
+
+
+def plain_examples(jsonl: str, shards: Iterable[str], folder: str, drop_flagged: bool,
+                   counts: collections.Counter) -> Iterator[tuple[int, dict[str, Any]]]:
+  """The plain path: the rows into a store in `folder`, then each shard's images joined, one at a time, a row's
+  first good image its example; every count goes into `counts` (see report_from_counts)."""
+  store = RowStore(jsonl, folder)
+  try:
+    counts.update(store.counts)
+    events = (join_event(image, store.lookup(image.key)) for shard in shards for image in shard_images(shard, counts))
+    outcomes: dict[str, Any] = collections.defaultdict(int)
+    joined = 0
+    for line, example in i2d.row_outcomes(events, len(store), outcomes):
+      joined += 1
+      if clean_and_count(example, counts) and drop_flagged:
+        continue
+      counts["examples"] += 1
+      yield line, example
+    for kind in ("image_without_row", "url_mismatch", "duplicate_image"):
+      counts[kind] += outcomes[kind]
+    counts["corrupt_image"] += outcomes["corrupt_image"]
+    counts.update({f"corrupt:{reason}": n for reason, n in outcomes["corrupt_reasons"].items()})
+    counts["row_without_image"] += len(store) - joined - outcomes["corrupt_image"]
+  finally:
+    store.close()
+
+
+def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_flagged: bool,
+                counts: collections.Counter) -> tuple[int, dict[str, Any]] | None:
+  """The Beam path's join of one key (all its rows and images, grouped), with the plain path's result: the first
+  row is kept; of the images that are the row's, the first good one in (shard, number) order is its example."""
+  rows = sorted(rows, key=lambda r: r[0])
+  images = sorted(images, key=lambda i: i.order)
+  if not rows:
+    counts["image_without_row"] += len(images)
+    return None
+  counts["duplicate_key"] += len(rows) - 1
+  line, row = rows[0]
+  own = [image for image in images if not url_mismatch(image, row)]
+  counts["url_mismatch"] += len(images) - len(own)
+  if not own:
+    counts["row_without_image"] += 1
+    return None
+  counts["duplicate_image"] += len(own) - 1
+  good = [image for image in own if not image.reason]
+  if not good:
+    counts["corrupt_image"] += 1
+    counts[f"corrupt:{own[0].reason}"] += 1
+    return None
+  example = raw_example(row, good[0])
+  if clean_and_count(example, counts) and drop_flagged:
+    return None
+  counts["examples"] += 1
+  return line, example
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+  """The report as i2d's table (corrupt-image reasons under corrupt_image), then the examples with each flag."""
+  labels = [f"  {name}" for name in report["flags"]]
+  title = TITLE.ljust(max([len(TITLE), *(len(label) for label in labels)]))  # one width for both parts
+  table = i2d.format_report({"train": report}, title, REPORT_KEYS, {"corrupt_image": "corrupt_reasons"})
+  width = len(title) + 2
+  lines = [table, "flags (examples with each)"]
+  lines += [label.ljust(width) + f"{n:>12,}" for label, n in zip(labels, report["flags"].values())]
+  return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""The cc12m_llavanext Beam pipeline: the jsonl.gz read as one stream of (key, row), each tar one work item of
+(key, image), both grouped by key, and each key joined by join.key_outcome, so that the examples and the report
+are the plain path's. The counts of every step are summed into one JSON file.
+
+Imported by package name only (workers unpickle these functions by module path; see tfds_builders/img2dataset.py),
+and only when Beam runs: this module imports apache_beam at the top.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+
+from tfds_builders.cc12m_llavanext import join
+
+MAIN, COUNTS = "main", "counts"
+
+
+class ReadRowsFn(beam.DoFn):
+  """The jsonl.gz → (key, (line, row)) of its good rows; its counts (rows, bad rows, truncated_jsonl) tagged."""
+
+  def process(self, path: str) -> Iterator[Any]:
+    counts: collections.Counter = collections.Counter()
+    for line, row in join.read_rows(path, counts):
+      yield row.key, (line, row)
+    yield beam.pvalue.TaggedOutput(COUNTS, counts)
+
+
+class ReadShardFn(beam.DoFn):
+  """One tar → (key, image) of its images, each checked; its counts (shards, unsafe_member, truncated_shard)
+  tagged."""
+
+  def process(self, shard: str) -> Iterator[Any]:
+    counts: collections.Counter = collections.Counter()
+    for image in join.shard_images(shard, counts):
+      yield image.key, image
+    yield beam.pvalue.TaggedOutput(COUNTS, counts)
+
+
+class JoinFn(beam.DoFn):
+  """(key, {rows, images}) → (line, example) when the key makes one; the counts of every key tagged."""
+
+  def __init__(self, drop_flagged: bool):
+    super().__init__()
+    self._drop_flagged = drop_flagged
+
+  def process(self, item: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
+    _, grouped = item
+    counts: collections.Counter = collections.Counter()
+    result = join.key_outcome(grouped["rows"], grouped["images"], self._drop_flagged, counts)
+    if result is not None:
+      yield result
+    yield beam.pvalue.TaggedOutput(COUNTS, counts)
+
+
+def sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
+  total: collections.Counter = collections.Counter()
+  for counter in counters:
+    total.update(counter)
+  return total
+
+
+class JoinPipeline(beam.PTransform):
+  """jsonl.gz + tars → (line, example); the summed counts written as JSON to `counts_path`."""
+
+  def __init__(self, jsonl: str, shards: list[str], drop_flagged: bool, counts_path: str):
+    super().__init__()
+    self._jsonl, self._shards, self._drop_flagged, self._counts_path = jsonl, shards, drop_flagged, counts_path
+
+  def expand(self, pipeline_input):
+    rows = (pipeline_input
+            | "Jsonl" >> beam.Create([self._jsonl])
+            | "ReadRows" >> beam.ParDo(ReadRowsFn()).with_outputs(COUNTS, main=MAIN))
+    images = (pipeline_input
+              | "Shards" >> beam.Create(self._shards)
+              | "OneShardPerWorker" >> beam.Reshuffle()
+              | "ReadShard" >> beam.ParDo(ReadShardFn()).with_outputs(COUNTS, main=MAIN))
+    joined = ({"rows": rows[MAIN], "images": images[MAIN]}
+              | "ByKey" >> beam.CoGroupByKey()
+              | "Join" >> beam.ParDo(JoinFn(self._drop_flagged)).with_outputs(COUNTS, main=MAIN))
+    _ = ((rows[COUNTS], images[COUNTS], joined[COUNTS])
+         | "AllCounts" >> beam.Flatten()
+         | "Sum" >> beam.CombineGlobally(sum_counters)
+         | "ToJson" >> beam.Map(lambda counts: json.dumps(dict(counts)))
+         | "WriteCounts" >> beam.io.WriteToText(self._counts_path, num_shards=1, shard_name_template=""))
+    return joined[MAIN]
