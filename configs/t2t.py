@@ -10,7 +10,7 @@ Plus `key=value` pairs: `steps=N`, `batch=N`. Any field can be overridden with `
 
 import ml_collections
 
-from capjax.config_util import parse_arg
+from capjax.config_util import int_value, parse_arg
 
 VARIANTS = ("8x8", "1x1", "shapes", "debug")
 
@@ -18,7 +18,7 @@ VARIANTS = ("8x8", "1x1", "shapes", "debug")
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variants, values = parse_arg(arg, VARIANTS)
   if {"8x8", "1x1"} <= variants:
-    raise ValueError("choose one of the 8x8 and 1x1 variants")
+    raise ValueError("the 8x8 and 1x1 variants exclude each other — choose one of them")
   c = ml_collections.ConfigDict()
   c.seed = 0
 
@@ -103,11 +103,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if "debug" in variants:
     _debug(c)
   if "steps" in values:
-    c.num_train_steps = int(values.pop("steps"))
+    c.num_train_steps = int_value(values, "steps")
   if "batch" in values:
-    c.batch_size = int(values.pop("batch"))
+    c.batch_size = int_value(values, "batch")
   if values:
-    raise ValueError(f"unknown config arguments {sorted(values)}: use steps=N, batch=N or --config.field=value")
+    raise ValueError(f"unknown config arguments {sorted(values)} — use steps=N, batch=N or --config.field=value")
   return c
 
 
