@@ -130,7 +130,23 @@ def not_flags(command: str, *required: str) -> list:
 
 CONFIG = "--config={r}/configs/t2t.py:shapes,debug"
 TINY = ("--config.dataset.builder_config=tiny", "--config.dataset.data_dir={d}")
-NOT_WORKDIR = "train.py: the workdir is made without a check: main should check --workdir with cli.writable_dir first"
+
+
+def train(name: str, *args: str, **kw):
+  """`--mode=train` in {t}/w: a start that stops at bad input leaves only config.json there (the config it was
+  given, which the next start overwrites until the run has written a vocabulary or a checkpoint)."""
+  return case(MAIN, name, *args, "--workdir={t}/w", leaves=("w/config.json",), **kw)
+
+
+def _other_run() -> bytes:
+  """config.json of a run of the `CONFIG` with another model width."""
+  from capjax import config_util
+  config = config_util.load(f"{REPO}/configs/t2t.py:shapes,debug")
+  config.dataset.builder_config = "tiny"
+  config.model.d_model = 64
+  return config.to_json_best_effort().encode()
+
+
 NOT_CHECKED = ("train.py: impossible config values are not checked at start (batch_size=0 ends in grain's "
                "ValueError, d_model=0 in a JAX error; log_every/eval_every/checkpoint_every=0 in ZeroDivisionError "
                "after the first steps; num_train_steps<0 and learning_rate<0 run)")
@@ -161,35 +177,31 @@ MAIN_CASES = [
     case(MAIN, "eval-workdir-is-a-file", CONFIG, *TINY, "--mode=eval", "--workdir={t}/alt.tsv"),
     case(MAIN, "caption-untrained-workdir", CONFIG, *TINY, "--mode=caption", "--images={t}/images/*.png",
          "--workdir={t}/folder"),
-    case(MAIN, "train-workdir-read-only", CONFIG, *TINY, "--workdir={ro}/w", xfail=NOT_WORKDIR),
-    case(MAIN, "train-workdir-is-a-file", CONFIG, *TINY, "--workdir={t}/alt.tsv", xfail=NOT_WORKDIR),
+    case(MAIN, "train-workdir-read-only", CONFIG, *TINY, "--workdir={ro}/w", match="--workdir"),
+    case(MAIN, "train-workdir-is-a-file", CONFIG, *TINY, "--workdir={t}/alt.tsv", match="--workdir"),
     case(MAIN, "train-workdir-chmod", CONFIG, *TINY, "--workdir={t}/locked/w", files={"locked/.keep": b""},
-         chmod={"locked": 0o500}, xfail=NOT_WORKDIR),
-    case(MAIN, "data-dir-read-only", CONFIG, "--config.dataset.data_dir={ro}/tfds", "--workdir={t}/w",
-         match="data_dir"),
-    case(MAIN, "data-dir-is-a-file", CONFIG, "--config.dataset.data_dir={t}/alt.tsv", "--workdir={t}/w",
-         match="alt.tsv"),
-    case(MAIN, "data-dir-chmod", CONFIG, "--config.dataset.data_dir={t}/locked/tfds", "--workdir={t}/w",
-         files={"locked/.keep": b""}, chmod={"locked": 0o500}, match="data_dir"),
-    case(MAIN, "batch-size-not-divisible", "--config={r}/configs/t2t.py", "--config.dataset.data_dir={t}/folder",
-         "--workdir={t}/w", match="batch_size",
-         xfail="train.py: the mesh's ConfigError has no ' — ' (batch 25 over the 8 test devices)"),
-    case(MAIN, "batch-size-zero", CONFIG, *TINY, "--config.batch_size=0", "--workdir={t}/w", match="batch_size",
-         xfail=NOT_CHECKED),
-    case(MAIN, "d-model-zero", CONFIG, *TINY, "--config.model.d_model=0", "--workdir={t}/w", match="d_model",
-         xfail=NOT_CHECKED),
-    case(MAIN, "dataset-not-built", "--config={r}/configs/t2t.py", "--config.batch_size=24",
-         "--config.dataset.data_dir={t}/folder", "--workdir={t}/w", match="capjax.data.build --dataset=cc3m"),
-    case(MAIN, "dataset-unknown", CONFIG, "--config.dataset.name=cc4m", "--config.dataset.data_dir={t}/folder",
-         "--workdir={t}/w", match="cc4m"),
-    case(MAIN, "train-split-unknown", CONFIG, *TINY, "--config.dataset.train_split=dev", "--workdir={t}/w",
-         match="dev"),
-    case(MAIN, "builder-config-unknown", CONFIG, "--config.dataset.builder_config=huge",
-         "--config.dataset.data_dir={d}", "--workdir={t}/w", match="huge"),
+         chmod={"locked": 0o500}, match="--workdir"),
+    train("workdir-of-another-run", CONFIG, *TINY, files={"w/config.json": _other_run(), "w/vocab.txt": b"<pad>\n"},
+          match="holds a run of another config (model.d_model: 64 → 32)"),
+    train("data-dir-read-only", CONFIG, "--config.dataset.data_dir={ro}/tfds", match="data_dir"),
+    train("data-dir-is-a-file", CONFIG, "--config.dataset.data_dir={t}/alt.tsv", match="alt.tsv"),
+    train("data-dir-chmod", CONFIG, "--config.dataset.data_dir={t}/locked/tfds", files={"locked/.keep": b""},
+          chmod={"locked": 0o500}, match="data_dir"),
+    train("batch-size-not-divisible", "--config={r}/configs/t2t.py", "--config.dataset.data_dir={t}/folder",
+          match="batch_size", xfail="train.py: the mesh's ConfigError has no ' — ' (batch 25 over the 8 test devices)"),
+    train("batch-size-zero", CONFIG, *TINY, "--config.batch_size=0", match="batch_size", xfail=NOT_CHECKED),
+    train("d-model-zero", CONFIG, *TINY, "--config.model.d_model=0", match="d_model", xfail=NOT_CHECKED),
+    train("dataset-not-built", "--config={r}/configs/t2t.py", "--config.batch_size=24",
+          "--config.dataset.data_dir={t}/folder", match="capjax.data.build --dataset=cc3m"),
+    train("dataset-unknown", CONFIG, "--config.dataset.name=cc4m", "--config.dataset.data_dir={t}/folder",
+          match="cc4m"),
+    train("train-split-unknown", CONFIG, *TINY, "--config.dataset.train_split=dev", match="dev"),
+    train("builder-config-unknown", CONFIG, "--config.dataset.builder_config=huge", "--config.dataset.data_dir={d}",
+          match="huge"),
     case(MAIN, "encoder-and-features-mismatch", CONFIG, *TINY, "--config.model.encoder.name=features",
          "--workdir={t}/w", match="dataset.features"),
-    case(MAIN, "feature-variant-not-extracted", CONFIG, *TINY, "--config.model.encoder.name=features",
-         "--config.dataset.features=irv2", "--workdir={t}/w", match="extract_tfds_features"),
+    train("feature-variant-not-extracted", CONFIG, *TINY, "--config.model.encoder.name=features",
+          "--config.dataset.features=irv2", match="extract_tfds_features"),
     *not_flags(MAIN, CONFIG, "--workdir={t}/w"),
 ]
 
