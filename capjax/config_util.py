@@ -35,6 +35,15 @@ def parse_arg(arg: str | None, variants: Collection[str]) -> tuple[set[str], dic
   return names, values
 
 
+def int_value(values: dict[str, str], key: str) -> int:
+  """`values[key]` of `parse_arg`, removed from `values`, as an integer (`steps=100`); a ValueError otherwise."""
+  text = values.pop(key)
+  try:
+    return int(text)
+  except ValueError:
+    raise ValueError(f"{key}={text} is not an integer — e.g. {key}=100") from None
+
+
 def load(spec: str | os.PathLike[str]) -> ml_collections.ConfigDict:
   """`path/to/config.py[:arg]` -> the ConfigDict its `get_config(arg)` returns (`arg` None when absent).
 
@@ -47,5 +56,11 @@ def load(spec: str | os.PathLike[str]) -> ml_collections.ConfigDict:
     raise FileNotFoundError(f"config file {os.fspath(path)!r} not found — give `path/to/config.py[:variants]`")
   module_spec = importlib.util.spec_from_file_location(f"capjax_config_{path.stem}", path)
   module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
+  try:
+    module_spec.loader.exec_module(module)
+  except SyntaxError as error:  # the user's file: one line that says where, not the parser's traceback
+    raise ValueError(f"config file {os.fspath(path)!r} line {error.lineno}: {error.msg} — fix the file") from error
+  if not callable(getattr(module, "get_config", None)):
+    raise ValueError(f"config file {os.fspath(path)!r} has no get_config(arg) — a config file defines "
+                     "get_config(arg=None) returning its ConfigDict, as configs/t2t.py does")
   return module.get_config(arg or None)

@@ -29,8 +29,11 @@ from capjax.models import inception_resnet_v2 as irv2
 def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
   """(setup, params, vocab, step) from a training workdir; `step` None means the best by validation CIDEr-D."""
   inputs = sources.input_spec(config)  # a mismatched config fails before any work
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise NotADirectoryError(f"--workdir={workdir} is a file, not a directory — give the workdir of a training run")
   if not os.path.exists(os.path.join(workdir, VOCAB_FILENAME)):
-    raise FileNotFoundError(f"{workdir} has no {VOCAB_FILENAME}: train first with --mode=train --workdir={workdir}")
+    raise FileNotFoundError(f"{workdir} has no {VOCAB_FILENAME}, so it holds no trained model — train first with "
+                            f"--mode=train --workdir={workdir}, or give the workdir of a training run")
   vocab = Vocabulary.load(workdir)
   setup = train.make_setup(config, len(vocab), sharding.make_mesh(config), inputs)
   mngr = train.checkpoint_manager(workdir, config)
@@ -38,7 +41,7 @@ def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | No
     step = train.best_step(mngr)
   if step is None or step not in mngr.all_steps():
     raise FileNotFoundError(f"no checkpoint {'' if step is None else step} in {workdir}/checkpoints "
-                            f"(have {list(mngr.all_steps())}): train first, or pick one with --step")
+                            f"(have {list(mngr.all_steps())}) — train first, or pick one with --step")
   state = train.restore_state(mngr, step, setup)
   mngr.close()
   return setup, state.params, vocab, step
@@ -74,7 +77,7 @@ def feature_extractor(config: ml_collections.ConfigDict, inputs: sources.InputSp
   weights = config.model.encoder.get("weights")
   if not weights:
     raise ConfigError(
-        "this model reads pre-extracted Inception-ResNet-v2 features: to caption image files, point "
+        "this model reads pre-extracted Inception-ResNet-v2 features — to caption image files, point "
         "--config.model.encoder.weights at the converted weights that extracted them (the directory written by "
         "`python -m capjax.tools.convert_weights`)")
   devices = jax.local_devices() if batch % jax.local_device_count() == 0 else jax.local_devices()[:1]
@@ -86,10 +89,11 @@ def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
                   step: int | None = None) -> dict[str, Any]:
   """Captions every image matching `pattern`; unreadable files are reported and counted, not fatal."""
   if jax.process_count() > 1:
-    raise ValueError("--mode=caption runs in one process: start it without jax.distributed")
+    raise ValueError("--mode=caption runs in one process — start it without jax.distributed")
   paths = sorted(glob.glob(pattern, recursive=True))
   if not paths:
-    raise FileNotFoundError(f"no files match --images={pattern!r}")
+    raise FileNotFoundError(f"no files match --images={pattern!r} — give a glob of image files, e.g. "
+                            "--images='photos/*.jpg'")
   setup, params, vocab, step = load_trained(config, workdir, step)
   size, batch = config.dataset.image_size, config.eval.batch_size
   images, names, failed = [], [], {}

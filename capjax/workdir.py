@@ -14,6 +14,8 @@ from capjax import cli
 from capjax.config_util import ConfigError
 
 CONFIG_FILENAME = "config.json"
+# What a run leaves once its work has begun: the vocabulary of its training captions (written first), checkpoints.
+RUN_FILES = ("vocab.txt", "checkpoints")
 
 # Fields a resumed run may change (a prefix covers its sub-fields): they decide how long the run trains, how often it
 # logs, evaluates and saves, how it evaluates and reads its input, and where things are, but not the model, the
@@ -63,6 +65,13 @@ def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
           if not _resumable(field) and old.get(field, ()) != new.get(field, ())]
 
 
+def holds_a_run(workdir: str) -> bool:
+  """Whether a start got as far as writing what depends on its config (config.json alone does not count: a start
+  that stopped at a bad input, a typo in the dataset name, must not hold the workdir for the corrected command)."""
+  vocab, checkpoints = (os.path.join(workdir, name) for name in RUN_FILES)
+  return os.path.isfile(vocab) or (os.path.isdir(checkpoints) and bool(os.listdir(checkpoints)))
+
+
 def as_json_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
   """The config as it reads back from config.json (tuples as lists), so saved and current compare alike."""
   return json.loads(config.to_json_best_effort())
@@ -80,7 +89,7 @@ def prepare(workdir: str, config: ml_collections.ConfigDict, write: bool = True)
     raise ConfigError(f"--workdir={workdir} {reason} — pass a --workdir this user may write to, or make it writable")
   path = os.path.join(workdir, CONFIG_FILENAME)
   current = as_json_dict(config)
-  if os.path.exists(path):
+  if os.path.exists(path) and holds_a_run(workdir):
     with open(path, encoding="utf-8") as f:
       saved = json.load(f)
     changes = config_changes(saved, current)

@@ -12,7 +12,7 @@ Any field can be overridden with `--config.field=value`.
 
 import ml_collections
 
-from capjax.config_util import parse_arg
+from capjax.config_util import int_value, parse_arg
 
 VARIANTS = ("8x8", "1x1", "shapes", "cc12m", "debug")
 
@@ -32,7 +32,7 @@ CC12M_HELD_OUT = 10_000  # CC12M is released as one split: its first 10,000 exam
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   variants, values = parse_arg(arg, VARIANTS)
   if {"8x8", "1x1"} <= variants:
-    raise ValueError("choose one of the 8x8 and 1x1 variants")
+    raise ValueError("the 8x8 and 1x1 variants exclude each other — choose one of them")
   c = ml_collections.ConfigDict()
   c.seed = 0
 
@@ -124,11 +124,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if "debug" in variants:
     _debug(c)
   if "steps" in values:
-    c.num_train_steps = int(values.pop("steps"))
+    c.num_train_steps = int_value(values, "steps")
   if "batch" in values:
-    c.batch_size = int(values.pop("batch"))
+    c.batch_size = int_value(values, "batch")
   if values:
-    raise ValueError(f"unknown config arguments {sorted(values)}: use steps=N, batch=N or --config.field=value")
+    raise ValueError(f"unknown config arguments {sorted(values)} — use steps=N, batch=N or --config.field=value")
   return c
 
 

@@ -99,7 +99,7 @@ def test_settings_parse_and_reject():
   assert (s.min_side, s.max_aspect_ratio, s.min_concept_count) == (300, 3.0, 0)
   config = s.pipeline_config()
   assert config.filters.max_chars == 500 and config.hypernyms.discard_unresolved is False
-  with pytest.raises(ValueError, match="unknown setting 'min_size': valid keys are min_side, max_aspect_ratio"):
+  with pytest.raises(ValueError, match="unknown setting 'min_size' — valid keys are min_side, max_aspect_ratio"):
     stages_lib.parse_settings(["min_size=3"])
   with pytest.raises(ValueError, match="cross_filter=labels needs"):
     stages_lib.parse_settings(["cross_filter=labels"])
@@ -170,7 +170,7 @@ def run_build(*args):
 
 def test_build_cli_set_errors(tmp_path):
   for args, expected in (
-      (["--set=min_size=3"], "error: unknown setting 'min_size': valid keys are min_side"),
+      (["--set=min_size=3"], "error: unknown setting 'min_size' — valid keys are min_side"),
       (["--set=cross_filter=labels"], "error: cross_filter=labels needs"),
       (["--set=cross_filter=labels", "--set=labels_file=nope.tsv"], "error: labels_file"),
   ):

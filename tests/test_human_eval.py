@@ -62,7 +62,8 @@ def test_cli_aggregates_files(tmp_path):
   assert run.returncode == 0, run.stderr
   assert json.loads(run.stdout) == {"1+_good": 1.0, "2+_good": 0.5, "3_good": 0.0, "images": 2.0}
   run = _run("aggregate", str(first), "--raters=2")
-  assert (run.returncode, run.stderr) == (2, "error: image x: rater 3 is outside 1..2\n")
+  assert (run.returncode, run.stderr) == (2, "error: image x: rater 3 is outside 1..2 — number the raters 1..2, or "
+                                             "pass --raters\n")
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path):
@@ -70,8 +71,10 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
   bad.write_text("image_id,rater,rating\na,1,GOOD\na,2,MAYBE\n")
   usage = "error: expected `aggregate RATINGS.csv [RATINGS.csv ...]` — see --help"
   cases = [
-      (("aggregate", str(bad)), f"error: {bad}: line 3: rating 'MAYBE' is not GOOD or BAD"),
-      (("aggregate", str(missing)), f"error: cannot read {missing}: No such file or directory"),
+      (("aggregate", str(bad)), f"error: {bad}: line 3: rating 'MAYBE' is not GOOD or BAD — rate each image GOOD "
+                                "or BAD"),
+      (("aggregate", str(missing)), f"error: cannot read {missing}: No such file or directory — check the path and "
+                                    "its permissions"),
       (("aggregate",), usage),
       (("summarize", str(bad)), usage),
       (("aggregate", str(bad), "--raters=0"), "error: flag --raters=0: 0 is not a positive integer — see --help"),

@@ -38,7 +38,7 @@ def test_nothing_to_evaluate_is_an_error():
 
 
 def test_unknown_metric_lists_the_known_ones():
-  with pytest.raises(ValueError, match="unknown metrics \\['BLEU'\\]; choose from"):
+  with pytest.raises(ValueError, match="unknown metrics \\['BLEU'\\] — choose from"):
     evaluate(REFS, PREDS, metrics=["BLEU"])
 
 
@@ -111,7 +111,8 @@ def test_command_line_reports_a_missing_image_on_stderr(tmp_path):
   refs, preds = _write_coco(tmp_path, [{"image_id": 1, "caption": "a dog"}])
   run = _run(refs, preds)
   assert run.returncode == 2 and run.stdout == ""
-  assert run.stderr.strip() == "error: 1 image(s) with no prediction: 2"
+  assert run.stderr.strip() == ("error: 1 image(s) with no prediction: 2 — give one prediction for each image of the "
+                                "references, and at least one reference caption for each")
 
 
 def test_command_line_rejects_two_captions_for_one_image(tmp_path):
@@ -119,11 +120,11 @@ def test_command_line_rejects_two_captions_for_one_image(tmp_path):
                                        {"image_id": 2, "caption": "c"}])
   run = _run(refs, preds, "--metrics=CIDEr")
   assert run.returncode == 2 and run.stdout == ""
-  assert run.stderr.strip() == f"error: {preds}: image 1 has more than one predicted caption"
+  assert run.stderr.strip() == f"error: {preds}: image 1 has more than one predicted caption — give one per image"
 
 
 @pytest.mark.parametrize("args,message", [
-    (("--metrics=CIDEr,Meteor",), "error: unknown metrics ['Meteor']: choose from Bleu,METEOR,ROUGE_L,CIDEr,SPICE"),
+    (("--metrics=CIDEr,Meteor",), "error: unknown metrics ['Meteor'] — choose from Bleu,METEOR,ROUGE_L,CIDEr,SPICE"),
     (("--tokenise",), "error: Unknown command line flag 'tokenise'. Did you mean: tokenize ? — see --help"),
     (("extra.json",), "error: expected two files, REFS.json PREDS.json, got 3 argument(s) — see --help"),
 ])
@@ -137,7 +138,8 @@ def test_command_line_names_a_file_it_cannot_read(tmp_path):
   refs, _ = _write_coco(tmp_path, [])
   missing = tmp_path / "missing.json"
   run = _run(refs, str(missing))
-  assert (run.returncode, run.stderr) == (2, f"error: cannot read {missing}: No such file or directory\n")
+  assert (run.returncode, run.stderr) == (2, f"error: cannot read {missing}: No such file or directory — check the "
+                                             "path and its permissions\n")
 
 
 def test_command_line_help_shows_the_usage():
@@ -190,7 +192,8 @@ _PREDS = [{"image_id": 1, "caption": "a dog"}, {"image_id": 2, "caption": "a cat
     (_REFS, [{"image_id": "1", "caption": "a"}, {"image_id": "2", "caption": "b"}], "{preds} writes image \"1\" as a "
      "JSON string, {refs} as a number (1) — write the ids the same way in both files"),
     (_REFS, [*_PREDS, {"image_id": 3, "caption": "a bird"}, {"image_id": "x", "caption": "a bird"}],
-     "2 image(s) with no references: 3, 'x'"),
+     "2 image(s) with no references: 3, 'x' — give one prediction for each image of the references, and at least "
+     "one reference caption for each"),
 ])
 def test_command_line_names_what_is_wrong_with_the_files(tmp_path, capsys, refs, preds, message):
   paths = {}

@@ -54,6 +54,7 @@ def test_the_first_start_saves_its_config_and_another_config_is_refused_naming_t
   workdir.prepare(str(run), config)
   assert json.loads((run / "config.json").read_text()) == json.loads(config.to_json_best_effort())
   assert sorted(os.listdir(run)) == ["config.json"]  # the write probe is gone
+  (run / "vocab.txt").write_text("<pad>\n")  # the run's first output: from here on the workdir holds it
 
   other = _config(tmp_path)
   other.model.d_model = 64
@@ -69,9 +70,26 @@ def test_the_first_start_saves_its_config_and_another_config_is_refused_naming_t
   assert json.loads((run / "config.json").read_text())["batch_size"] == 16  # the refused config is not recorded
 
 
+def test_a_start_that_stopped_before_any_work_does_not_hold_the_workdir(tmp_path):
+  # A typo in a field the start stops at (an unknown dataset, a batch the devices cannot split): the corrected
+  # command runs in the same workdir, until the run has written something that depends on its config.
+  run = tmp_path / "run"
+  typo = _config(tmp_path)
+  typo.dataset.name = "synthetic_scene"
+  workdir.prepare(str(run), typo)
+  (run / "checkpoints").mkdir()  # orbax makes the folder before the first save
+  corrected = _config(tmp_path)
+  workdir.prepare(str(run), corrected)
+  assert json.loads((run / "config.json").read_text())["dataset"]["name"] == "synthetic_scenes"
+  (run / "checkpoints" / "5").mkdir()
+  with pytest.raises(ConfigError, match='dataset.name: "synthetic_scenes" → "synthetic_scene"'):
+    workdir.prepare(str(run), typo)
+
+
 def test_fields_a_resume_may_change_pass_and_the_latest_start_is_recorded(tmp_path, caplog):
   run = tmp_path / "run"
   workdir.prepare(str(run), _config(tmp_path))
+  (run / "vocab.txt").write_text("<pad>\n")
   resumed = _config(tmp_path)
   resumed.update(num_train_steps=40, log_every=2, eval_every=4, checkpoint_every=8, keep_checkpoints=3,
                  async_checkpointing=False, debug_nans=False)

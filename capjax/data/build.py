@@ -39,7 +39,6 @@ def main(argv: Sequence[str]) -> None:
     cli.fail(f"unknown dataset {dataset!r} — choose one of {', '.join(sorted(sources.KNOWN_BUILDERS))}")
   if _MANUAL_DIR.value and not os.path.isdir(_MANUAL_DIR.value):
     cli.fail(f"--manual_dir={_MANUAL_DIR.value} is not a directory — {sources.KNOWN_BUILDERS[dataset][1]}")
-  data_dir = cli.writable_dir(sources.default_data_dir({"data_dir": _DATA_DIR.value}), "--data_dir")
   config_name = config_name or _CONFIG.value
   module = importlib.import_module(sources.KNOWN_BUILDERS[dataset][0])
   import tensorflow_datasets as tfds  # noqa: PLC0415 (loads TensorFlow: not for --help and flag errors)
@@ -56,6 +55,8 @@ def main(argv: Sequence[str]) -> None:
   configs = [c.name for c in tfds.builder_cls(dataset).BUILDER_CONFIGS]
   if config_name and config_name not in configs:
     cli.fail(f"{dataset} has no config {config_name!r} — choose one of {', '.join(configs) or '(none)'}")
+  # Checked (and made) once the arguments are known to be right, but before the build: a typo creates no folder.
+  data_dir = cli.writable_dir(sources.default_data_dir({"data_dir": _DATA_DIR.value}), "--data_dir")
   builder = tfds.builder(dataset + (f"/{config_name}" if config_name else ""), data_dir=data_dir, **kwargs)
   download_config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
   try:

@@ -15,7 +15,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from capjax import distributed
+from capjax import cli, distributed
 from capjax.config_util import ConfigError
 from capjax.features import variant_name
 from capjax.strings import as_str
@@ -65,13 +65,14 @@ def input_spec(config: ml_collections.ConfigDict) -> InputSpec:
   d, encoder = config.dataset, config.model.encoder.name
   if (encoder == "features") != bool(d.get("features")):
     raise ConfigError(
-        f"model.encoder.name={encoder!r} with dataset.features={d.get('features')!r}: the 'features' encoder "
-        "reads pre-extracted features (set --config.dataset.features=irv2, written by `python -m "
+        f"model.encoder.name={encoder!r} does not fit dataset.features={d.get('features')!r} — the 'features' "
+        "encoder reads pre-extracted features (set --config.dataset.features=irv2, written by `python -m "
         "capjax.tools.extract_tfds_features`), the pixel encoders ('conv', 'irv2') need dataset.features=''")
   if encoder != "features":
     return InputSpec("image", (d.image_size, d.image_size, 3), "uint8")
   if d.feature_key not in ("grid", "pooled"):
-    raise ConfigError(f"dataset.feature_key={d.feature_key!r}: use 'grid' (h x w x 1536) or 'pooled' (1536)")
+    raise ConfigError(f"dataset.feature_key={d.feature_key!r} is neither 'grid' nor 'pooled' — use 'grid' "
+                      "(h x w x 1536) or 'pooled' (1536)")
   shape = tuple(d.feature_shape) if d.feature_key == "grid" else tuple(d.feature_shape[-1:])
   return InputSpec(d.feature_key, shape, "float32")
 
@@ -88,6 +89,10 @@ def _with_config(name: str, config: ml_collections.ConfigDict) -> str:
 def _builder(config: ml_collections.ConfigDict):
   """The TFDS builder for `config` (dataset.name, data_dir, builder_config, features)."""
   import tensorflow_datasets as tfds  # noqa: PLC0415 (it loads TensorFlow: only when a dataset is opened)
+  data_dir = default_data_dir(config)
+  if os.path.exists(data_dir) and not os.path.isdir(data_dir):
+    raise ConfigError(f"dataset.data_dir={data_dir} is a file, not a directory — set --config.dataset.data_dir to "
+                      "the TFDS data dir the dataset is (or is to be) built in")
   if config.get("features"):
     return _variant_builder(config)
   name = config.name
@@ -100,10 +105,20 @@ def _builder(config: ml_collections.ConfigDict):
       if e.name and module.startswith(e.name):
         raise DatasetNotBuiltError(
             f"dataset {name!r} is not built in {default_data_dir(config)} and its builder ({module}) is not "
-            f"part of this checkout yet. To build it: {how}.") from e
+            f"part of this checkout yet — to build it: {how}") from e
       raise
-  full_name = _with_config(name, config)
-  return tfds.builder(full_name, data_dir=default_data_dir(config)), how
+  try:
+    return tfds.builder(_with_config(name, config), data_dir=default_data_dir(config)), how
+  except tfds.core.registered.DatasetNotFoundError as e:
+    raise DatasetNotBuiltError(
+        f"dataset {name!r} is not built in {default_data_dir(config)}, and TFDS has no builder of that name — "
+        f"check dataset.name (capjax builds {', '.join(sorted(KNOWN_BUILDERS))})") from e
+  except ValueError as e:  # TFDS: "BuilderConfig X not found"
+    configs = [c.name for c in tfds.builder_cls(name).BUILDER_CONFIGS]
+    if config.get("builder_config") not in configs:
+      raise ConfigError(f"dataset.builder_config={config.builder_config!r} is not a config of {name} — choose one "
+                        f"of {', '.join(configs)}") from e
+    raise
 
 
 def _variant_builder(config: ml_collections.ConfigDict):
@@ -122,7 +137,7 @@ def _variant_builder(config: ml_collections.ConfigDict):
     return tfds.builder(name, data_dir=default_data_dir(config)), how
   except tfds.core.registered.DatasetNotFoundError as e:
     raise DatasetNotBuiltError(
-        f"the feature variant {name!r} is not in {default_data_dir(config)}. To write it: {how}.") from e
+        f"the feature variant {name!r} is not in {default_data_dir(config)} — to write it: {how}") from e
 
 
 def prepare(config: ml_collections.ConfigDict):
@@ -134,11 +149,17 @@ def prepare(config: ml_collections.ConfigDict):
     fmt = builder.info.file_format
     if fmt is not None and "array_record" not in str(fmt).lower():
       raise DatasetNotBuiltError(
-          f"dataset {builder.name} in {builder.data_dir} was built as {fmt}; tfds.data_source needs "
-          f"ArrayRecord: rebuild with --file_format=array_record.")
+          f"dataset {builder.name} in {builder.data_dir} was built as {fmt}, and tfds.data_source reads only "
+          f"ArrayRecord — rebuild it with --file_format=array_record")
     return builder
   if not config.get("auto_build", False) or config.get("features"):
-    raise DatasetNotBuiltError(f"dataset {builder.name!r} is not built in {builder.data_dir}. To build it: {how}.")
+    raise DatasetNotBuiltError(f"dataset {builder.name!r} is not built in {builder.data_dir} — to build it: {how}")
+  unwritable = cli.unwritable_reason(default_data_dir(config))  # checked before the build, not by its traceback
+  if unwritable:
+    raise DatasetNotBuiltError(
+        f"dataset {builder.name!r} is not built in {builder.data_dir}, and cannot be built there: "
+        f"dataset.data_dir={default_data_dir(config)} {unwritable} — set --config.dataset.data_dir to a directory "
+        "you can write to")
   if jax.process_index() == 0:
     logging.info("Building %s into %s (first use).", builder.name, builder.data_dir)
     builder.download_and_prepare(file_format="array_record")
@@ -195,7 +216,7 @@ def data_source(config: ml_collections.ConfigDict, split: str):
   `caption_field` set, the records' `captions` come from that field (CaptionFieldSource)."""
   builder = prepare(config)
   if split.split("[", 1)[0] not in builder.info.splits:
-    raise ValueError(f"split {split!r} not in {builder.name}: has {sorted(builder.info.splits)}")
+    raise ConfigError(f"split {split!r} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
   source = builder.as_data_source(split=split)
   field = config.get("caption_field", "")
   texts = _text_fields(builder.info.features)

@@ -102,7 +102,7 @@ def load_predictions(path: str) -> dict[Any, str]:
   for index, result in enumerate(data):
     image, caption = _entry(result, index, path, "result")
     if image in preds:
-      raise ValueError(f"{path}: image {image!r} has more than one predicted caption")
+      raise ValueError(f"{path}: image {image!r} has more than one predicted caption — give one per image")
     preds[image] = caption
   return preds
 
@@ -121,8 +121,10 @@ def parse_metrics(names: Sequence[str]) -> tuple[str, ...]:
   """The --metrics list without empty entries; a ValueError names any that is not a metric."""
   metrics = tuple(name for name in names if name)
   unknown = [name for name in metrics if name not in METRICS]
-  if unknown or not metrics:
-    raise ValueError(f"unknown metrics {unknown}: choose from {','.join(METRICS)}")
+  if unknown:
+    raise ValueError(f"unknown metrics {unknown} — choose from {','.join(METRICS)}")
+  if not metrics:
+    raise ValueError(f"no metrics in --metrics — choose from {','.join(METRICS)}")
   return metrics
 
 
@@ -136,7 +138,7 @@ def main(argv: Sequence[str]) -> int:
     check_id_types(refs, preds, files[0], files[1])
     scores = evaluate(refs, preds, metrics, tokenize=_TOKENIZE.value)
   except OSError as error:
-    cli.fail(f"cannot read {error.filename}: {error.strerror}")
+    cli.fail(f"cannot read {error.filename}: {error.strerror} — check the path and its permissions")
   except (ValueError, KeyError, RuntimeError, TimeoutError) as error:
     cli.fail(str(error))
   print(json.dumps(scores))

@@ -32,10 +32,11 @@ def check_images(refs: Mapping[K, Sequence[str]], preds: Mapping[K, str]) -> Non
       shown = ", ".join(repr(i) for i in ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
       problems.append(f"{len(ids)} image(s) with {what}: {shown}")
   if problems:
-    raise ValueError("; ".join(problems))
+    raise ValueError("; ".join(problems) + " — give one prediction for each image of the references, and at least "
+                     "one reference caption for each")
   bad = [image for image, caption in preds.items() if not isinstance(caption, str)]
   if bad:
-    raise ValueError(f"predictions must be one string per image; not for {bad[:20]}")
+    raise ValueError(f"the predictions of {bad[:20]} are not strings — give one caption string per image")
 
 
 def evaluate(refs: Mapping[K, Sequence[str]], preds: Mapping[K, str], metrics: Iterable[str] = DEFAULT_METRICS,
@@ -50,10 +51,10 @@ def evaluate(refs: Mapping[K, Sequence[str]], preds: Mapping[K, str], metrics: I
   metrics = tuple(metrics)
   unknown = [m for m in metrics if m not in METRICS]
   if unknown:
-    raise ValueError(f"unknown metrics {unknown}; choose from {METRICS}")
+    raise ValueError(f"unknown metrics {unknown} — choose from {METRICS}")
   check_images(refs, preds)
   if not refs:
-    raise ValueError("nothing to evaluate: no images")
+    raise ValueError("nothing to evaluate: no images — give references with at least one image")
   images = list(refs)
   gts = {image: list(refs[image]) for image in images}
   res = {image: [preds[image]] for image in images}

@@ -76,16 +76,19 @@ def read_ratings(lines: Iterable[str]) -> list[tuple[str, int, str]]:
   """Rows (image_id, rater, rating) of a ratings CSV with header image_id,rater,rating."""
   reader = csv.DictReader(lines)
   if reader.fieldnames is None or not {"image_id", "rater", "rating"} <= set(reader.fieldnames):
-    raise ValueError("a ratings CSV needs the header image_id,rater,rating")
+    raise ValueError("the first line is not the header image_id,rater,rating — give a ratings.csv that a rating "
+                     "sheet downloads")
   rows = []
   for n, row in enumerate(reader, start=2):
-    rating = (row["rating"] or "").strip().upper()
+    if row["rater"] is None or row["rating"] is None:
+      raise ValueError(f"line {n} has fewer than 3 columns — give image_id,rater,rating on every line")
+    rating = row["rating"].strip().upper()
     if rating not in RATINGS:
-      raise ValueError(f"line {n}: rating {row['rating']!r} is not GOOD or BAD")
+      raise ValueError(f"line {n}: rating {row['rating']!r} is not GOOD or BAD — rate each image GOOD or BAD")
     try:
       rater = int(row["rater"])
-    except (TypeError, ValueError):
-      raise ValueError(f"line {n}: rater {row['rater']!r} is not a number") from None
+    except ValueError:
+      raise ValueError(f"line {n}: rater {row['rater']!r} is not a number — number the raters from 1") from None
     rows.append((str(row["image_id"]).strip(), rater, rating))
   return rows
 
@@ -98,16 +101,18 @@ def aggregate(rows: Sequence[tuple[str, int, str]], raters: int = 3) -> dict[str
   votes: dict[str, dict[int, str]] = collections.defaultdict(dict)
   for image_id, rater, rating in rows:
     if not 1 <= rater <= raters:
-      raise ValueError(f"image {image_id}: rater {rater} is outside 1..{raters}")
+      raise ValueError(f"image {image_id}: rater {rater} is outside 1..{raters} — number the raters 1..{raters}, "
+                       "or pass --raters")
     if rater in votes[image_id]:
-      raise ValueError(f"image {image_id}: rater {rater} voted twice")
+      raise ValueError(f"image {image_id}: rater {rater} voted twice — keep one rating per rater and image")
     votes[image_id][rater] = rating
   incomplete = {i: sorted(set(range(1, raters + 1)) - set(v)) for i, v in votes.items() if len(v) != raters}
   if incomplete:
     first = sorted(incomplete)[0]
-    raise ValueError(f"{len(incomplete)} image(s) lack ratings, e.g. image {first} from rater(s) {incomplete[first]}")
+    raise ValueError(f"{len(incomplete)} image(s) lack ratings, e.g. image {first} from rater(s) {incomplete[first]} "
+                     "— collect the missing ratings, or leave those images out")
   if not votes:
-    raise ValueError("no ratings")
+    raise ValueError("no ratings in the files — give the CSVs the raters downloaded")
   good = np.asarray([sum(r == "GOOD" for r in v.values()) for v in votes.values()])
   result = {f"{k}+_good" if k < raters else f"{k}_good": float(np.mean(good >= k)) for k in range(1, raters + 1)}
   result["images"] = float(len(votes))
@@ -131,11 +136,13 @@ def main(argv: Sequence[str]) -> int:
       with open(path, encoding="utf-8", newline="") as f:
         try:
           rows += read_ratings(f)
+        except UnicodeDecodeError:
+          cli.fail(f"{path} is not UTF-8 text — give the ratings CSV as the rating sheet downloads it")
         except ValueError as error:
           cli.fail(f"{path}: {error}")
     print(json.dumps(aggregate(rows, _RATERS.value)))
   except OSError as error:
-    cli.fail(f"cannot read {error.filename}: {error.strerror}")
+    cli.fail(f"cannot read {error.filename}: {error.strerror} — check the path and its permissions")
   except ValueError as error:
     cli.fail(str(error))
   return 0

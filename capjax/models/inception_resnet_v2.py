@@ -327,7 +327,7 @@ def read_metadata(directory: str | pathlib.Path) -> dict[str, Any]:
   """The JSON metadata written by `save_converted` (format, num_classes, source sha256, ...)."""
   path = pathlib.Path(directory) / METADATA_FILE
   if not path.exists():
-    raise FileNotFoundError(f"{path} is missing: convert weights first with "
+    raise FileNotFoundError(f"{path} is missing — convert weights first with "
                             "`python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=DIR`")
   try:
     metadata = json.loads(path.read_text(encoding="utf-8"))

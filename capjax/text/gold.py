@@ -157,6 +157,9 @@ def main(argv: Sequence[str]) -> None:
     rows = load(_GOLD.value)
   except (OSError, ValueError) as e:
     cli.fail(f"cannot read the gold set: {e} — pass --gold=FILE with the columns of capjax/text/data/gold.tsv")
+  if not rows:  # a score of 0/0 would read as a result
+    cli.fail(f"no gold rows in {_GOLD.value} — give a gold TSV with a header and at least one row, as "
+             "capjax/text/data/gold.tsv")
   if _CATEGORY.value:
     rows = [r for r in rows if r.category == _CATEGORY.value]
     if not rows:

@@ -288,12 +288,23 @@ def check_paths(input_path: str, output_path: str, *tables: str | None) -> None:
       continue
     if not os.path.isfile(path):
       cli.fail(f"{flag}={path} is not a file — give the path of the table, or leave the flag out")
+    entries = 0
     for number, line in enumerate(lines_lib.read_lines(path), 1):  # small tables: read twice, to name the line
       try:
-        line.decode("utf-8")
+        text = line.decode("utf-8")
       except UnicodeDecodeError as error:
         cli.fail(f"{flag}={path} line {number}: {lines_lib.undecodable(line, error)} is not UTF-8 — "
                  "save the table as UTF-8")
+      if not text.strip() or (flag == "--entities" and text.startswith("#")):  # blank, or a comment line
+        continue
+      entity, tab, hypernym = text.partition("\t")
+      if flag == "--entities" and not (tab and entity.strip() and hypernym.strip()):  # the loader would skip it
+        cli.fail(f"{flag}={path} line {number} is not entity<TAB>hypernym — give one entity and its hypernym a "
+                 "line, separated by a tab")
+      entries += 1
+    if not entries:  # an empty vocabulary would reject every caption without a word
+      cli.fail(f"{flag}={path} has no entries — give one "
+               f"{'word' if flag == '--vocabulary' else 'entity<TAB>hypernym'} a line, or leave the flag out")
 
 
 def main(argv: Sequence[str]) -> int:

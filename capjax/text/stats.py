@@ -129,6 +129,9 @@ def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "")
     raise UsageError(f"no dataset {name!r} is built in {data_dir} — build it first (`python -m "
                      f"capjax.data.build --dataset={name} --data_dir={data_dir}`) or pass --data_dir "
                      f"({str(e).strip().splitlines()[0]})") from e
+  if not os.path.exists(os.path.join(builder.data_dir, "dataset_info.json")):  # a registered builder, not built
+    raise UsageError(f"no dataset {name!r} is built in {data_dir} — build it first (`python -m capjax.data.build "
+                     f"--dataset={name} --data_dir={data_dir}`) or pass --data_dir")
   if split not in builder.info.splits:
     raise UsageError(f"{name} has no split {split!r} — use one of {sorted(builder.info.splits)}")
   field = field or ("captions" if "captions" in features else "caption")
@@ -148,7 +151,7 @@ def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "")
 def _captions(paths: Sequence[str], counts: LineCounts, field: str = "") -> Iterator[str]:
   if _DATASET.value:
     if paths:
-      raise UsageError(f"give a FILE or --dataset, not both (got {paths[0]} and --dataset={_DATASET.value})")
+      raise UsageError(f"both a FILE ({paths[0]}) and --dataset={_DATASET.value} given — give one of them")
     return read_dataset_captions(_DATASET.value, _SPLIT.value, _DATA_DIR.value, field)
   if _FIELD.value:
     raise UsageError("--field reads a --dataset's records — give --dataset, or --column for a FILE")

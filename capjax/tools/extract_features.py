@@ -164,9 +164,14 @@ def main(argv: Sequence[str]) -> None:
     cli.fail(f"--output={_OUTPUT.value} is not a .npz file name — e.g. --output=features.npz")
   if not os.path.isdir(output_dir):
     cli.fail(f"--output={_OUTPUT.value}: the folder {output_dir} does not exist — create it first")
+  unwritable = cli.unwritable_reason(output_dir)  # now, not when the features are done
+  if unwritable:
+    cli.fail(f"--output={_OUTPUT.value}: the folder {output_dir} {unwritable} — choose a folder you can write to")
   paths = sorted(glob.glob(_IMAGES.value, recursive=True))
   if not paths:
     cli.fail(f"no files match --images={_IMAGES.value!r} — give a glob of image files, e.g. 'photos/**/*.jpg'")
+  if os.path.exists(_OUTPUT.value) and any(os.path.samefile(path, _OUTPUT.value) for path in paths):
+    cli.fail(f"--output={_OUTPUT.value} is one of the --images — write the features to another file")
   try:
     metadata = irv2.read_metadata(_WEIGHTS.value)
     variables = irv2.load_converted(_WEIGHTS.value)

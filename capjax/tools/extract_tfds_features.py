@@ -68,7 +68,7 @@ class Settings:
 def shard_ranges(num_examples: int, examples_per_shard: int) -> list[tuple[int, int]]:
   """[start, stop) index ranges of consecutive examples; at least one (possibly empty) shard per split."""
   if examples_per_shard < 1:
-    raise SettingsError(f"examples_per_shard must be positive, got {examples_per_shard}")
+    raise SettingsError(f"examples_per_shard={examples_per_shard} is not positive — give 1 or more")
   starts = range(0, max(num_examples, 1), examples_per_shard)
   return [(s, min(s + examples_per_shard, num_examples)) for s in starts]
 
@@ -77,12 +77,13 @@ def output_features(source_features, image_key: str, grid_shape: tuple[int, ...]
   """The source's FeaturesDict without its images, plus grid, pooled and source_index."""
   import tensorflow_datasets as tfds  # noqa: PLC0415
   if image_key not in source_features:
-    raise SettingsError(f"the source has no {image_key!r} feature (it has {sorted(source_features)}): "
-                     "name its image with --image_key")
+    raise SettingsError(f"the source has no {image_key!r} feature (it has {sorted(source_features)}) — name its "
+                        "image with --image_key")
   kept = {k: f for k, f in source_features.items() if not isinstance(f, tfds.features.Image)}
   for key in (*FEATURE_KEYS, "source_index"):
     if key in kept:
-      raise SettingsError(f"the source already has a {key!r} feature; it would be overwritten")
+      raise SettingsError(f"the source already has a {key!r} feature, which the features would overwrite — "
+                          "extract from a dataset without it")
   return tfds.features.FeaturesDict({
       **kept,
       "grid": tfds.features.Tensor(shape=grid_shape, dtype=np.dtype(dtype),
@@ -180,8 +181,9 @@ def weights_fingerprint(weights_dir: str | pathlib.Path) -> str:
   return hashlib.sha256((pathlib.Path(weights_dir) / irv2.METADATA_FILE).read_bytes()).hexdigest()
 
 
-def _check_manifest(out_dir: pathlib.Path, settings: Settings) -> None:
-  """Writes the settings on the first run; a resumed run with other settings is an error, not a mixed dataset."""
+def _check_manifest(out_dir: pathlib.Path, settings: Settings, write: bool = True) -> None:
+  """Writes the settings on the first run (unless not `write`); a resumed run with other settings is an error, not
+  a mixed dataset."""
   path = out_dir / MANIFEST
   wanted = dataclasses.asdict(settings)
   if path.exists():
@@ -190,8 +192,10 @@ def _check_manifest(out_dir: pathlib.Path, settings: Settings) -> None:
     if changed:
       details = ", ".join(f"{k}: {found.get(k)!r} -> {wanted[k]!r}" for k in changed)
       raise SettingsError(
-          f"{out_dir} holds a partial extraction with other settings ({details}). Run again with the same "
-          f"arguments to resume it, or delete {out_dir} (or pick another --output_data_dir) to start over.")
+          f"{out_dir} holds a partial extraction with other settings ({details}) — run again with the same "
+          f"arguments to resume it, or delete {out_dir} (or pick another --output_data_dir) to start over")
+    return
+  if not write:
     return
   out_dir.mkdir(parents=True, exist_ok=True)
   tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -212,16 +216,18 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
   from tensorflow_datasets.core import naming  # noqa: PLC0415
 
   if not variant:
-    raise SettingsError("the variant names the output {dataset}_{variant}: give a non-empty --variant")
+    raise SettingsError("--variant is empty, and it names the output {dataset}_{variant} — give a non-empty "
+                        "--variant")
   if image_size < irv2.MIN_IMAGE_SIZE:
-    raise SettingsError(f"image_size must be at least {irv2.MIN_IMAGE_SIZE}, got {image_size}")
+    raise SettingsError(f"image_size={image_size} is below {irv2.MIN_IMAGE_SIZE} — give at least "
+                        f"{irv2.MIN_IMAGE_SIZE}")
   if np.dtype(dtype) not in (np.float16, np.float32):
-    raise SettingsError(f"dtype must be float16 or float32, got {dtype!r}")
+    raise SettingsError(f"dtype={dtype!r} is neither float16 nor float32 — give one of them")
   info = source_builder.info
   splits = list(splits or info.splits.keys())
   missing = [s for s in splits if s not in info.splits]
   if missing:
-    raise SettingsError(f"splits {missing} are not in {source_builder.name}: it has {sorted(info.splits)}")
+    raise SettingsError(f"splits {missing} are not in {source_builder.name} — choose from {sorted(info.splits)}")
   config = source_builder.builder_config.name if source_builder.builder_config else None
   name = variant_name(source_builder.name, variant)
   out_dir = pathlib.Path(output_data_dir).expanduser().resolve() / name
@@ -240,6 +246,9 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
       source=f"{source_builder.name}/{config or ''}/{source_builder.version}",
       weights=weights_fingerprint(weights_dir), image_size=image_size, dtype=str(np.dtype(dtype)),
       image_key=image_key, examples_per_shard=examples_per_shard)
+  _check_manifest(out_dir, settings, write=False)  # other settings than a partial extraction's: told at once
+  # Loaded before the manifest is written: weights that cannot be read leave no output folder behind.
+  encoder = Encoder(irv2.load_converted(weights_dir), devices, dtype)
   if jax.process_index() == 0:
     _check_manifest(out_dir, settings)
   distributed.sync("capjax_features_manifest")
@@ -250,7 +259,6 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
       data_dir=out_dir, dataset_name=name, filetype_suffix="array_record", template=naming.DEFAULT_FILENAME_TEMPLATE)
   info_dir = out_dir / SHARD_INFO_DIR
   info_dir.mkdir(parents=True, exist_ok=True)
-  encoder: Encoder | None = None
   for split in splits:
     source = (sources or {}).get(split) or source_builder.as_data_source(split=split)
     ranges = shard_ranges(len(source), examples_per_shard)
@@ -264,8 +272,6 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
     bar = tqdm.tqdm(total=total, initial=done, unit="img", desc=f"{name} {split}", disable=not progress,
                     file=sys.stderr)
     for i in todo:
-      if encoder is None:
-        encoder = Encoder(irv2.load_converted(weights_dir), devices, dtype)
       start, stop = ranges[i]
       with _ShardWriter(paths[i], info_dir / f"{split}-{i:05d}.json") as writer:
         writer.result = encode_shard(source, start, stop, encoder, image_key, image_size, batch_size,

@@ -192,12 +192,17 @@ def harvest(paths: Iterable[str], counts: collections.Counter,
 
 def write_tsv(rows: Iterable[tuple[str, str, str]], output: str) -> None:
   """Writes a `.partial` file renamed to `output` when complete: an interrupted harvest leaves no TSV that looks
-  whole to img2dataset."""
+  whole to img2dataset, and a failed one (an input it cannot read) removes its `.partial` (a killed one leaves it)."""
   partial = output + ".partial"
-  with open(partial, "w", encoding="utf-8", errors="replace", newline="\n") as f:
-    f.write("\t".join(HEADER) + "\n")
-    for row in rows:
-      f.write("\t".join(row) + "\n")
+  try:
+    with open(partial, "w", encoding="utf-8", errors="replace", newline="\n") as f:
+      f.write("\t".join(HEADER) + "\n")
+      for row in rows:
+        f.write("\t".join(row) + "\n")
+  except BaseException:
+    if os.path.exists(partial):
+      os.remove(partial)
+    raise
   os.replace(partial, output)
 
 

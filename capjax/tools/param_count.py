@@ -53,7 +53,10 @@ def main(argv: Sequence[str]) -> int:
   print(f"{'config':<28} {'params (measured)':>18} {'analytic':>12} {'image encoder':>14}")
   ok = True
   for spec, config in configs.items():
-    c = counts(config, _VOCAB_SIZE.value)
+    try:
+      c = counts(config, _VOCAB_SIZE.value)
+    except config_util.ConfigError as error:  # fields that do not fit together: the message says which
+      cli.fail(f"--config={spec}: {error}")
     ok &= c["measured"] == c["analytic"]
     print(f"{spec:<28} {c['measured']:>18,} {c['analytic']:>12,} {c['image_encoder']:>14,}")
   return 0 if ok else 1

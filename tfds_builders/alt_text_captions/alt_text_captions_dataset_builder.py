@@ -101,23 +101,23 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
       manual_dir = epath.Path(dl_manager.manual_dir)
     except AssertionError as e:
       first = str(e).split(". ")[0]
-      raise ManualDataError(f"{first}: put img2dataset's output for the harvested candidates there "
+      raise ManualDataError(f"{first} — put img2dataset's output for the harvested candidates there "
                             f"({_INSTRUCTIONS_POINTER}) and pass it with --manual_dir") from e
     shards = i2d.list_shards(os.fspath(manual_dir))
     if not shards:
-      raise ManualDataError(f"{manual_dir} holds no img2dataset shard (NNNNN.tar or NNNNN/): run img2dataset with "
+      raise ManualDataError(f"{manual_dir} holds no img2dataset shard (NNNNN.tar or NNNNN/) — run img2dataset with "
                             f"--output_folder={manual_dir} ({_INSTRUCTIONS_POINTER})")
     settings = self.builder_config.settings
     labels = weights = ""
     if settings.cross_filter == "irv2":
       weights = os.fspath(manual_dir / settings.labeler_weights)
       if not os.path.isfile(os.path.join(weights, "metadata.json")):
-        raise ManualDataError(f"labeler_weights {weights} holds no converted weights: convert Inception-ResNet-v2 "
+        raise ManualDataError(f"labeler_weights {weights} holds no converted weights — convert Inception-ResNet-v2 "
                               "with its ImageNet head by `python -m capjax.tools.convert_weights` first")
     if settings.cross_filter == "labels":
       labels = os.fspath(manual_dir / settings.labels_file)
       if not os.path.isfile(labels):
-        raise ManualDataError(f"labels_file {labels} does not exist: give a CC3M image-labels TSV "
+        raise ManualDataError(f"labels_file {labels} does not exist — give a CC3M image-labels TSV "
                               "(--set=labels_file=FILE, relative to the manual dir)")
     return shards, labels, weights
 

@@ -84,7 +84,7 @@ def valid_keys() -> list[str]:
 def _convert(key: str, text: str, default: Any) -> Any:
   if isinstance(default, bool):
     if text.lower() not in ("true", "false", "1", "0"):
-      raise ValueError(f"--set={key}={text}: give true or false")
+      raise ValueError(f"--set={key}={text} is not a boolean — give true or false")
     return text.lower() in ("true", "1")
   if isinstance(default, tuple):
     return tuple(w.strip() for w in text.split(",") if w.strip())
@@ -93,7 +93,7 @@ def _convert(key: str, text: str, default: Any) -> Any:
   try:
     return type(default)(text)
   except ValueError as e:
-    raise ValueError(f"--set={key}={text}: expected a {type(default).__name__}") from e
+    raise ValueError(f"--set={key}={text} is not a {type(default).__name__} — give one") from e
 
 
 def parse_settings(items: Sequence[str]) -> Settings:
@@ -106,20 +106,22 @@ def parse_settings(items: Sequence[str]) -> Settings:
     key, sep, value = item.partition("=")
     key = key.strip()
     if not sep:
-      raise ValueError(f"--set={item} has no '=': write --set=KEY=VALUE")
+      raise ValueError(f"--set={item} has no '=' — write --set=KEY=VALUE")
     if key in base:
       values[key] = _convert(key, value, base[key])
     elif key in text_defaults:
       text[key] = _convert(key, value, text_defaults[key])
     else:
-      raise ValueError(f"unknown setting {key!r}: valid keys are {', '.join(valid_keys())}")
+      raise ValueError(f"unknown setting {key!r} — valid keys are {', '.join(valid_keys())}")
   settings = Settings(**values, text=tuple(sorted(text.items())))
   if settings.cross_filter not in CROSS_FILTERS:
-    raise ValueError(f"cross_filter={settings.cross_filter}: choose one of {', '.join(CROSS_FILTERS)}")
+    raise ValueError(f"cross_filter={settings.cross_filter} is not a cross filter — choose one of "
+                     f"{', '.join(CROSS_FILTERS)}")
   if settings.cross_filter == "irv2" and not settings.labeler_weights:
-    raise ValueError("cross_filter=irv2 needs --set=labeler_weights=DIR (converted by capjax.tools.convert_weights)")
+    raise ValueError("cross_filter=irv2 needs a labeler — add --set=labeler_weights=DIR (converted by "
+                     "capjax.tools.convert_weights)")
   if settings.cross_filter == "labels" and not settings.labels_file:
-    raise ValueError("cross_filter=labels needs --set=labels_file=FILE (a CC3M image-labels TSV)")
+    raise ValueError("cross_filter=labels needs labels — add --set=labels_file=FILE (a CC3M image-labels TSV)")
   return settings
 
 

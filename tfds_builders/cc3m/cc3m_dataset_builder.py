@@ -100,13 +100,13 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   def _manual_files(self, manual_dir: epath.Path) -> dict[str, tuple[str, str]]:
     """split → (TSV path, images dir); a missing manual dir or TSV is a ManualDataError naming it."""
     if not manual_dir.exists():
-      raise ManualDataError(f"the manual dir {manual_dir} does not exist: put the CC3M TSVs and img2dataset "
+      raise ManualDataError(f"the manual dir {manual_dir} does not exist — put the CC3M TSVs and img2dataset "
                             f"images there ({_INSTRUCTIONS_POINTER})")
     files = {}
     for split, name in TSV_FILES[self.builder_config.name].items():
       tsv = manual_dir / name
       if not tsv.exists():
-        raise ManualDataError(f"{tsv} is missing: download {name} ({_INSTRUCTIONS_POINTER})")
+        raise ManualDataError(f"{tsv} is missing — download {name} ({_INSTRUCTIONS_POINTER})")
       files[split] = (os.fspath(tsv), os.fspath(manual_dir / IMAGES_DIR / split))
     return files
 
@@ -141,7 +141,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
       manual_dir = epath.Path(dl_manager.manual_dir)
     except AssertionError as e:  # TFDS: "Manual directory X does not exist or is empty. ..." + instructions
       first = str(e).split(". ")[0]
-      raise ManualDataError(f"{first}: put the CC3M TSVs and img2dataset images there, as "
+      raise ManualDataError(f"{first} — put the CC3M TSVs and img2dataset images there, as "
                             f"{_INSTRUCTIONS_POINTER.removeprefix('see ')} says (pass it with --manual_dir)") from e
     files = self._manual_files(manual_dir)
     labeled = self.builder_config.labeled
@@ -154,7 +154,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
         logging.warning("cc3m: no img2dataset shards in %s: the %s split is not built", images, split)
         del files[split]
     if not files:
-      raise ManualDataError(f"no img2dataset shards in {manual_dir / IMAGES_DIR}/*/: download the images "
+      raise ManualDataError(f"no img2dataset shards in {manual_dir / IMAGES_DIR}/*/ — download the images "
                             f"({_INSTRUCTIONS_POINTER})")
     if getattr(self, "_use_beam", False):
       reports_dir = epath.Path(self._data_dir_root) / ".cc3m_reports"
