@@ -64,3 +64,42 @@ def load(spec: str | os.PathLike[str]) -> ml_collections.ConfigDict:
     raise ValueError(f"config file {os.fspath(path)!r} has no get_config(arg) — a config file defines "
                      "get_config(arg=None) returning its ConfigDict, as configs/t2t.py does")
   return module.get_config(arg or None)
+
+
+# Fields of the captioning configs (configs/t2t.py, configs/rnn.py) and the values that make sense: checked before
+# any work, so that `batch_size=0` is one line rather than a grain traceback, and `log_every=0` is not a
+# ZeroDivisionError an hour into training. (field, lowest value, whether the lowest is allowed).
+_LOWER_BOUNDS: tuple[tuple[str, float, bool], ...] = (
+    ("batch_size", 1, True), ("eval.batch_size", 1, True), ("num_train_steps", 0, True), ("log_every", 1, True),
+    ("eval_every", 1, True), ("checkpoint_every", 1, True), ("keep_checkpoints", 1, True),
+    ("max_caption_tokens", 1, True), ("vocab.min_count", 1, True), ("model.d_model", 1, True),
+    ("model.mlp_dim", 1, True), ("model.num_heads", 1, True), ("model.encoder_layers", 0, True),
+    ("model.decoder_layers", 0, True), ("model.vocab_multiple", 1, True), ("optimizer.learning_rate", 0, False),
+    ("optimizer.warmup_steps", 0, True), ("decode.beam_size", 1, True),
+)
+_FRACTIONS = ("model.dropout_rate", "label_smoothing")  # in [0, 1)
+
+
+def _field(config: ml_collections.ConfigDict, path: str):
+  value = config
+  for key in path.split("."):
+    if not isinstance(value, ml_collections.ConfigDict) or key not in value:
+      return None
+    value = value[key]
+  return value
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises ConfigError naming the first field whose value no run can use (absent fields are not checked)."""
+  for path, low, inclusive in _LOWER_BOUNDS:
+    value = _field(config, path)
+    if value is not None and (value < low or (value == low and not inclusive)):
+      bound = f"at least {low}" if inclusive else f"more than {low}"
+      raise ConfigError(f"{path}={value} is impossible — set --config.{path} to {bound}")
+  for path in _FRACTIONS:
+    value = _field(config, path)
+    if value is not None and not 0 <= value < 1:
+      raise ConfigError(f"{path}={value} is impossible — set --config.{path} in [0, 1)")
+  heads, d = _field(config, "model.num_heads"), _field(config, "model.d_model")
+  if heads and d and _field(config, "model.name") == "t2t" and d % heads:
+    raise ConfigError(f"model.d_model={d} is not divisible by model.num_heads={heads} — choose a d_model that is")

@@ -26,6 +26,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 from clu import metric_writers
 
+from capjax import config_util
 from capjax import decode as decode_lib
 from capjax import evaluate as evaluate_lib
 from capjax import models
@@ -267,6 +268,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   Returns {"metrics": test metrics, "outputs": {kind: path}}. A SIGTERM or SIGINT during training instead saves
   the current step and returns {"metrics": {}, "outputs": {}, "interrupted_at": step}: the same command resumes.
   """
+  config_util.validate(config)  # impossible values (batch 0, log_every 0) fail before any work
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
   workdir_lib.prepare(workdir, config, write=jax.process_index() == 0)  # writable, and no other config's run
   if config.debug_nans:
@@ -277,8 +279,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   logging.info("Mesh %s over %d devices (%s)", dict(mesh.shape), mesh.size, jax.devices()[0].platform)
   for name, size in (("batch_size", config.batch_size), ("eval.batch_size", config.eval.batch_size)):
     if size % mesh.shape["data"]:
-      raise ConfigError(f"{name}={size} is not divisible by the mesh's data axis ({mesh.shape['data']}): "
-                       f"set --config.{name} to a multiple of it, or --config.mesh.data to a divisor.")
+      raise ConfigError(f"{name}={size} is not divisible by the mesh's data axis ({mesh.shape['data']}) — "
+                       f"set --config.{name} to a multiple of it, or --config.mesh.data to a divisor")
 
   # --- Input Pipeline ---
   train_source = sources.data_source(config.dataset, config.dataset.train_split)
