@@ -132,7 +132,8 @@ def main(argv: Sequence[str]) -> None:
   sizes = SMALL if _SMALL.value else FULL
   steps = _STEPS.value
   device = jax.devices()[0]
-  print(f"{device.platform} ({device.device_kind}){' --small: sizes for a CPU, figures mean nothing' if _SMALL.value else ''}")
+  note = " --small: sizes for a CPU, figures mean nothing" if _SMALL.value else ""
+  print(f"{device.platform} ({device.device_kind}){note}")
   peaks = {dtype: matmul_peak(sizes.matmul, jnp.dtype(dtype), steps) for dtype in ("float32", "bfloat16")}
   print("| measure | float32 | bfloat16 |")
   print("|---|---:|---:|")

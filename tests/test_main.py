@@ -136,7 +136,8 @@ def test_default_workdir_is_named_after_the_config_and_its_variants(spec, expect
 
 @pytest.mark.parametrize("args, message", [
     (["--config=configs/t2t.py:shapes", "--config.optimiser.name=adam"],
-     "error: unknown config field --config.optimiser.name (did you mean optimizer?) — see the fields of configs/t2t.py"),
+     "error: unknown config field --config.optimiser.name (did you mean optimizer?) — see the fields of "
+     "configs/t2t.py"),
     (["--config=configs/t2t.py:shapez"],
      "error: --config=configs/t2t.py:shapez: unknown config variant 'shapez' — choose from ['1x1', '8x8', 'cc12m', "
      "'debug', 'shapes'] (or pass key=value pairs)"),

@@ -146,7 +146,8 @@ def report(s: Score, show_misses: bool = True) -> str:
 
 
 FLAGS = flags.FlagValues()
-_GOLD = flags.DEFINE_string("gold", None, "gold TSV (default: the shipped capjax/text/data/gold.tsv)", flag_values=FLAGS)
+_GOLD = flags.DEFINE_string("gold", None, "gold TSV (default: the shipped capjax/text/data/gold.tsv)",
+                            flag_values=FLAGS)
 _CATEGORY = flags.DEFINE_string("category", None, "score only the rows of this category", flag_values=FLAGS)
 _MISSES = flags.DEFINE_bool("misses", True, "list the rows the pipeline gets wrong", flag_values=FLAGS)
 
