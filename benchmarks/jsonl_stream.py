@@ -27,13 +27,22 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.fspath(REPO))
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-_PATH = flags.DEFINE_string("path", "/tmp/cc12m_bench.jsonl.gz", "The jsonl.gz (generated when missing).")
-_GIGABYTES = flags.DEFINE_float("gigabytes", 1.0, "Uncompressed size to generate, in GB (10^9 bytes).")
-_STORE = flags.DEFINE_bool("store", True, "Write the row store (a plain build's stage); false: stream and parse.")
-_MAX_RSS_MB = flags.DEFINE_integer("max_rss_mb", 500, "Peak resident memory allowed, in MiB.")
-_GENERATE_ONLY = flags.DEFINE_bool("generate_only", False, "Only write --path (the child process's task).")
+from capjax import cli  # noqa: E402
+
+FLAGS = flags.FlagValues()
+
+_PATH = flags.DEFINE_string("path", "/tmp/cc12m_bench.jsonl.gz", "the jsonl.gz (generated when missing)",
+                            flag_values=FLAGS)
+_GIGABYTES = flags.DEFINE_float("gigabytes", 1.0, "uncompressed size to generate, in GB (10^9 bytes)",
+                                lower_bound=1e-6, flag_values=FLAGS)
+_STORE = flags.DEFINE_bool("store", True, "write the row store (a plain build's stage); false: stream and parse",
+                           flag_values=FLAGS)
+_MAX_RSS_MB = flags.DEFINE_integer("max_rss_mb", 500, "peak resident memory allowed, in MiB", lower_bound=1,
+                                   flag_values=FLAGS)
+_GENERATE_ONLY = flags.DEFINE_bool("generate_only", False, "only write --path (the child process's task)",
+                                   flag_values=FLAGS)
 
 _WORDS = 3000  # a vocabulary of generated words, Zipf-distributed like English
 
@@ -75,9 +84,11 @@ def _peak_rss_mib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def main(argv):
-  del argv
+def main(argv: list[str]) -> None:
+  cli.parse(FLAGS, argv, __doc__)
   path = _PATH.value
+  if os.path.isdir(path):
+    cli.fail(f"--path={path} is a directory — name the jsonl.gz to read (or to generate)")
   if _GENERATE_ONLY.value:
     rows, size = generate(path, _GIGABYTES.value)
     print(json.dumps({"rows": rows, "uncompressed_bytes": size}))
@@ -119,4 +130,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -834,3 +834,23 @@ if not MODES_BIND:
         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert f"{len(MODE_CASES)} passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-1000:]
+
+
+def test_a_manual_dir_of_corrupt_files_is_one_error_line_after_the_progress_bars(tmp_path, capsys):
+  """Every file present but corrupt: TFDS has started its progress bars (they stay on stderr) when the builder
+  finds it has nothing to build, which is then one `error:` line saying what was read, not TFDS's AssertionError."""
+  manual = tmp_path / "cc12m"
+  manual.mkdir()
+  (manual / "train.jsonl.gz").write_bytes(b"not gzip")
+  (manual / "cc12m-train-0000.tar").write_bytes(b"")
+  before = snapshot(manual)
+  build = importlib.import_module(BUILD)
+  with pytest.raises(SystemExit) as exit_info:
+    build.main([BUILD, "--dataset=cc12m_llavanext", f"--manual_dir={manual}", f"--data_dir={tmp_path / 'tfds'}"])
+  out, err = capsys.readouterr()
+  assert exit_info.value.code == 2 and "Traceback" not in out + err
+  [line] = [line for line in err.splitlines() if "error" in line.lower()]
+  assert line.lstrip().startswith("error: no example could be built: ") and " — " in line
+  assert "'truncated_jsonl': 1" in line and "'truncated_shard': 1" in line
+  assert snapshot(manual) == before
+  assert not (tmp_path / "tfds/cc12m_llavanext/all/1.0.0").exists()

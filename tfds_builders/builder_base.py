@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from etils import epath
 from tensorflow_datasets.core import utils as tfds_utils
@@ -10,6 +12,22 @@ from tensorflow_datasets.core import utils as tfds_utils
 
 class ManualDataError(FileNotFoundError):
   """A manual-dir file the build needs is not there (`capjax.data.build` prints it as one `error:` line)."""
+
+
+T = TypeVar("T")
+
+
+def at_least_one(examples: Iterable[T], describe: Callable[[], str]) -> Iterator[T]:
+  """`examples`, passed through; none at all raises ManualDataError with `describe()` (what was read and what was
+  left out). Without it TFDS fails with `AssertionError: No examples were yielded`, a traceback that names
+  neither the files nor what to do."""
+  count = 0
+  for example in examples:
+    count += 1
+    yield example
+  if not count:
+    raise ManualDataError(f"no example could be built: {describe()} — check that the manual dir holds the "
+                          "dataset's files whole (see the builder's README)")
 
 
 class LocalCodePath:

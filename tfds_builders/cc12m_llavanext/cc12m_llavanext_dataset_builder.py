@@ -19,7 +19,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from tfds_builders import img2dataset as i2d
-from tfds_builders.builder_base import LocalCodePath, ManualDataError
+from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
 from tfds_builders.cc12m_llavanext import join
 
 _README = "tfds_builders/cc12m_llavanext/README.md"
@@ -136,7 +136,8 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   def _generate_examples(self, jsonl: str, shards: list[str],
                          drop_flagged: bool) -> Iterator[tuple[int, dict[str, Any]]]:
     with tempfile.TemporaryDirectory(prefix="cc12m_llavanext_rows_") as folder:
-      yield from join.plain_examples(jsonl, shards, folder, drop_flagged, self._counts)
+      yield from at_least_one(join.plain_examples(jsonl, shards, folder, drop_flagged, self._counts),
+                              lambda: f"{jsonl} and {len(shards)} tar(s) gave {dict(self._counts)}")
 
 
 def _beam_transform(jsonl: str, shards: list[str], drop_flagged: bool, counts_path: str):

@@ -17,7 +17,7 @@ from absl import logging
 from etils import epath
 
 from tfds_builders import img2dataset as i2d
-from tfds_builders.builder_base import LocalCodePath, ManualDataError
+from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
 
 TSV_FILES: dict[str, dict[str, str]] = {
     "unlabeled": {"train": "Train_GCC-training.tsv", "validation": "Validation_GCC-1.1.0-Validation.tsv"},
@@ -172,5 +172,6 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     index = i2d.tsv_index(tsv, labeled)
     report = i2d.empty_report(index)
     events = (e for shard in i2d.list_shards(images) for e in i2d.shard_events(shard, tsv, labeled))
-    yield from i2d.row_outcomes(events, len(index), report)
+    yield from at_least_one(i2d.row_outcomes(events, len(index), report),
+                            lambda: f"{tsv} ({len(index):,} rows) and the images in {images} gave {report}")
     self._reports[split] = i2d.finish_report(report, index)
