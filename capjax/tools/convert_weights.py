@@ -1,7 +1,11 @@
-"""Imports released Inception-ResNet-v2 weights (Keras HDF5, timm safetensors) into capjax's layout.
+"""Imports released weights into capjax's layout: Inception-ResNet-v2 (Keras HDF5, timm safetensors) and Hugging
+Face text models (BERT-family encoders such as MiniLM, GPT-2).
 
 usage: python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=DIR
+       python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2 --input=DIR --output=DIR
 Writes an orbax checkpoint and metadata.json (with the input's sha256) into DIR and prints the metadata.
+A Hugging Face --input directory holds model.safetensors, config.json and vocab.txt (BERT; tokenizer_config.json's
+do_lower_case is kept, default true) or vocab.json and merges.txt (GPT-2); DIR gets them (capjax.text_models).
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ from absl import flags
 
 from capjax import cli
 from capjax.models import inception_resnet_v2 as irv2
+from capjax.text_models import checkpoint, hf_import
+from capjax.text_models.config import ConfigError
 from capjax.strings import as_str
 
 Key = tuple[str, ...]  # (collection, *module path, variable), e.g. ("params", "Mixed_5b", ..., "kernel")
-FORMATS = ("keras", "timm")
+FORMATS = ("keras", "timm", "hf_bert", "hf_gpt2")
+HF_FORMATS = {"hf_bert": "bert", "hf_gpt2": "gpt2"}
 IMAGENET_CLASSES = 1000
 
 
@@ -384,10 +391,31 @@ def convert(weights_format: str, path: str | os.PathLike[str], output: str | os.
   return metadata
 
 
+# --- Hugging Face text models -------------------------------------------------------------------------------------
+
+
+def convert_hf(weights_format: str, input_dir: str | os.PathLike[str], output: str | os.PathLike[str]
+               ) -> dict[str, Any]:
+  """Converts a Hugging Face checkpoint directory (see the module docstring) into `output`; returns the metadata."""
+  kind, source = HF_FORMATS[weights_format], pathlib.Path(input_dir)
+  try:
+    hf_import.check_files(kind, source)
+    config, params = hf_import.convert(kind, source, read_safetensors(source / "model.safetensors"))
+  except (checkpoint.WeightsError, ConfigError, hf_import.CheckpointError) as error:
+    raise ConversionError(str(error)) from error
+  metadata = {"model": kind, "format": f"hf-{kind}-safetensors", "source_file": "model.safetensors",
+              "source_sha256": sha256(source / "model.safetensors"), "num_params": irv2.count_params(params)}
+  checkpoint.save(output, kind, config, params, metadata, source)
+  return metadata
+
+
 FLAGS = flags.FlagValues()
 _FORMAT = flags.DEFINE_enum("format", None, FORMATS, "keras: legacy .h5 (keras.applications download) or Keras 3 "
-                            ".weights.h5; timm: inception_resnet_v2 safetensors", flag_values=FLAGS, required=True)
-_INPUT = flags.DEFINE_string("input", None, "the weights file", flag_values=FLAGS, required=True)
+                            ".weights.h5; timm: inception_resnet_v2 safetensors; hf_bert: a Hugging Face "
+                            "BERT-family (BertModel, MiniLM) directory; hf_gpt2: a Hugging Face GPT-2 directory",
+                            flag_values=FLAGS, required=True)
+_INPUT = flags.DEFINE_string("input", None, "the weights file (keras, timm) or checkpoint directory (hf_*)",
+                             flag_values=FLAGS, required=True)
 _OUTPUT = flags.DEFINE_string("output", None, "directory for the orbax checkpoint and metadata.json",
                               flag_values=FLAGS, required=True)
 
@@ -395,6 +423,18 @@ _OUTPUT = flags.DEFINE_string("output", None, "directory for the orbax checkpoin
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
+  if _FORMAT.value in HF_FORMATS:
+    if not os.path.isdir(_INPUT.value):
+      cli.fail(f"--input={_INPUT.value} is not a directory — give the Hugging Face checkpoint directory (with "
+               "model.safetensors and config.json)")
+    cli.writable_dir(_OUTPUT.value, "--output")
+    try:
+      metadata = convert_hf(_FORMAT.value, _INPUT.value, _OUTPUT.value)
+    except (ConversionError, OSError) as error:
+      cli.fail(f"--input={_INPUT.value}: {getattr(error, 'strerror', None) or error} — give a Hugging Face "
+               f"{HF_FORMATS[_FORMAT.value]} checkpoint whose config.json was saved with its weights")
+    print(json.dumps(metadata, indent=2, sort_keys=True))
+    return
   if not os.path.isfile(_INPUT.value):
     cli.fail(f"--input={_INPUT.value} is not a file — give the downloaded {_FORMAT.value} weights file")
   cli.writable_dir(_OUTPUT.value, "--output")  # before the conversion, not after it

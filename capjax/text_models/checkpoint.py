@@ -1,0 +1,108 @@
+"""A converted text-model directory: `config.json` (Hugging Face field names plus capjax's `pooler` and
+`do_lower_case`), the tokenizer files, `metadata.json` (source checksum) and the parameters as an orbax checkpoint
+in `variables/`. Written by `python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+import flax.linen as nn
+import jax
+import numpy as np
+
+from capjax.text_models import bert as bert_lib
+from capjax.text_models import gpt2 as gpt2_lib
+from capjax.text_models.config import ConfigError
+
+CONFIG_FILE = "config.json"
+METADATA_FILE = "metadata.json"
+VARIABLES_DIR = "variables"
+TOKENIZER_FILES = {"bert": ("vocab.txt",), "gpt2": ("vocab.json", "merges.txt")}
+CONVERT = ("convert it with `python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2 --input=HF_DIR "
+           "--output=DIR`")
+
+
+class WeightsError(ValueError):
+  """A directory that is not a whole text-model conversion: the message says what is wrong and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TextModel:
+  kind: str                                       # "bert" or "gpt2"
+  config: bert_lib.BertConfig | gpt2_lib.GPT2Config
+  params: dict[str, Any]
+  directory: pathlib.Path
+
+  def module(self) -> nn.Module:
+    return bert_lib.Bert(self.config) if self.kind == "bert" else gpt2_lib.GPT2(self.config)
+
+
+def parse_config(kind: str, config: Mapping[str, Any]) -> bert_lib.BertConfig | gpt2_lib.GPT2Config:
+  return bert_lib.BertConfig.from_dict(config) if kind == "bert" else gpt2_lib.GPT2Config.from_dict(config)
+
+
+def abstract_params(config: bert_lib.BertConfig | gpt2_lib.GPT2Config) -> Any:
+  return (bert_lib.abstract_params(config) if isinstance(config, bert_lib.BertConfig)
+          else gpt2_lib.abstract_params(config))
+
+
+def save(directory: str | pathlib.Path, kind: str, config: bert_lib.BertConfig | gpt2_lib.GPT2Config,
+         params: Mapping[str, Any], metadata: Mapping[str, Any], tokenizer_dir: str | pathlib.Path) -> pathlib.Path:
+  """Writes the converted model; the tokenizer files are copied from `tokenizer_dir`."""
+  import orbax.checkpoint as ocp  # noqa: PLC0415 (only conversion and loading need orbax)
+  directory = pathlib.Path(directory).resolve()
+  directory.mkdir(parents=True, exist_ok=True)
+  for name in TOKENIZER_FILES[kind]:
+    shutil.copyfile(pathlib.Path(tokenizer_dir) / name, directory / name)
+  with ocp.StandardCheckpointer() as checkpointer:
+    checkpointer.save(directory / VARIABLES_DIR, jax.tree.map(np.asarray, dict(params)), force=True)
+  (directory / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+  (directory / METADATA_FILE).write_text(json.dumps(dict(metadata), indent=2, sort_keys=True) + "\n")
+  return directory
+
+
+def read_json(path: pathlib.Path) -> dict[str, Any]:
+  """A JSON object from `path`, or a WeightsError that names the file."""
+  try:
+    value = json.loads(path.read_text(encoding="utf-8"))
+  except FileNotFoundError as error:
+    raise WeightsError(f"{path} is missing") from error
+  except (ValueError, OSError) as error:  # not UTF-8, not JSON, unreadable
+    raise WeightsError(f"{path} is not readable JSON ({error})") from error
+  if not isinstance(value, dict):
+    raise WeightsError(f"{path} must hold a JSON object")
+  return value
+
+
+def load(directory: str | pathlib.Path, kind: str | None = None) -> TextModel:
+  """The converted model in `directory`; `kind` ("bert"/"gpt2"), if given, is required. Every failure is a
+  WeightsError whose message says what is wrong and how to convert again."""
+  import orbax.checkpoint as ocp  # noqa: PLC0415
+  directory = pathlib.Path(directory).resolve()
+  try:
+    raw = read_json(directory / CONFIG_FILE)
+    found = raw.get("model_type")
+    if found not in TOKENIZER_FILES:
+      raise WeightsError(f"{directory / CONFIG_FILE} has model_type {found!r}, not 'bert' or 'gpt2'")
+    if kind is not None and found != kind:
+      raise WeightsError(f"{directory} holds a {found} model, not a {kind} one")
+    config = parse_config(found, raw)
+    for name in TOKENIZER_FILES[found]:
+      if not (directory / name).is_file():
+        raise WeightsError(f"{directory / name} is missing")
+  except (WeightsError, ConfigError) as error:
+    raise WeightsError(f"{error} — {CONVERT}") from error
+  target = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), nn.meta.unbox(abstract_params(config)))
+  try:
+    with ocp.StandardCheckpointer() as checkpointer:
+      params = checkpointer.restore(directory / VARIABLES_DIR, target)
+  except Exception as error:  # noqa: BLE001 (orbax and tensorstore raise many types for a missing, cut or foreign file)
+    raise WeightsError(f"{directory / VARIABLES_DIR} does not hold the parameters {directory / CONFIG_FILE} describes "
+                       f"({type(error).__name__}: {' '.join(str(error).split())[:200]}) — {CONVERT}") from error
+  return TextModel(found, config, jax.tree.map(np.asarray, params), directory)

@@ -1,0 +1,166 @@
+"""Specification of capjax.text_models: the Flax BERT and GPT-2 give what Hugging Face's give on the same
+checkpoints, GPT-2's cache decodes like a full pass, the tokenizers give the reference ids, and the real
+all-MiniLM-L6-v2 (optional extra) embeds like sentence-transformers.
+
+tests/fixtures/text_models holds tiny random-weight checkpoints written by `transformers` and their outputs;
+make_fixtures.py there made them (it needs torch and transformers; these tests do not).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from capjax import sharding
+from capjax.text_models import bert, checkpoint, gpt2, hf_import, minilm, tokenizers
+from capjax.tools import convert_weights as cw
+
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "text_models"
+TOLERANCE = 1e-4
+
+
+def relative_error(actual, expected) -> float:
+  return float(np.linalg.norm(np.asarray(actual, np.float64) - expected) / np.linalg.norm(expected))
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict[str, np.ndarray]:
+  with np.load(FIXTURES / "outputs.npz") as data:
+    return dict(data)
+
+
+@pytest.fixture(scope="module")
+def tokens() -> dict:
+  return json.loads((FIXTURES / "tokens.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory) -> dict[str, checkpoint.TextModel]:
+  """Both fixtures through `convert_weights` and back through `checkpoint.load`, as a user's would go."""
+  root = tmp_path_factory.mktemp("converted")
+  models = {}
+  for kind in ("bert", "gpt2"):
+    cw.main(["convert_weights", f"--format=hf_{kind}", f"--input={FIXTURES / kind}", f"--output={root / kind}"])
+    models[kind] = checkpoint.load(root / kind, kind)
+  return models
+
+
+def test_bert_matches_transformers(converted, outputs):
+  model = converted["bert"]
+  out = model.module().apply({"params": model.params}, outputs["bert_input_ids"], outputs["bert_attention_mask"],
+                             outputs["bert_token_type_ids"], return_attentions=True)
+  assert relative_error(out.last_hidden_state, outputs["bert_last_hidden_state"]) <= TOLERANCE
+  assert relative_error(out.pooled, outputs["bert_pooled"]) <= TOLERANCE
+  length = outputs["bert_input_ids"].shape[1]
+  assert out.attentions.shape == (2, 3, 4, length, length)  # (layers, batch, heads, queries, keys)
+  assert relative_error(out.attentions, outputs["bert_attentions"]) <= TOLERANCE
+  # Padding keys get no attention, so a [CLS] row ranks only the sentence's own tokens.
+  cls_rows = np.asarray(out.attentions)[:, :, :, 0, :]  # (layers, batch, heads, keys)
+  padding = outputs["bert_attention_mask"] == 0
+  assert padding.any() and np.all(cls_rows.transpose(1, 3, 0, 2)[padding] < 1e-6)
+
+
+def test_gpt2_matches_transformers(converted, outputs):
+  model = converted["gpt2"]
+  out = model.module().apply({"params": model.params}, outputs["gpt2_input_ids"], outputs["gpt2_attention_mask"])
+  mask = outputs["gpt2_attention_mask"].astype(bool)  # right padding: the padded queries are nobody's output
+  assert relative_error(np.asarray(out.logits)[mask], outputs["gpt2_logits"][mask]) <= TOLERANCE
+
+
+def test_gpt2_cache_decodes_like_a_full_pass(converted):
+  model = converted["gpt2"]
+  module, variables = model.module(), {"params": model.params}
+  ids = jnp.asarray(np.random.default_rng(0).integers(0, model.config.vocab_size, (2, 9)), jnp.int32)
+  full = np.asarray(module.apply(variables, ids).logits)
+  cache = module.init_cache(2, 16)
+  step = jax.jit(lambda cache, chunk, index: module.apply(variables, chunk, cache=cache, index=index))
+  out = step(cache, ids[:, :4], 0)  # a prompt, then one token at a time
+  np.testing.assert_allclose(out.logits, full[:, :4], rtol=1e-5, atol=1e-5)
+  cache = out.cache
+  for t in range(4, 9):
+    out = step(cache, ids[:, t:t + 1], t)
+    cache = out.cache
+    np.testing.assert_allclose(out.logits[:, 0], full[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_every_parameter_has_logical_axes_that_sharding_maps(converted):
+  known = {name for name, _ in sharding.LOGICAL_AXIS_RULES}
+  for config in (converted["bert"].config, converted["gpt2"].config):
+    abstract = checkpoint.abstract_params(config)
+    specs = jax.tree.leaves(nn.get_partition_spec(abstract),
+                            is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+    values = jax.tree.leaves(abstract, is_leaf=lambda x: isinstance(x, nn.Partitioned))
+    assert len(specs) == len(values) and all(isinstance(v, nn.Partitioned) for v in values)
+    assert {name for spec in specs for name in spec if name is not None} <= known
+
+
+def test_bert_prefix_and_tf_layer_norm_names_convert_to_the_same_params(converted):
+  tensors = cw.read_safetensors(FIXTURES / "bert" / "model.safetensors")
+  renamed = {"bert." + name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"):
+             value for name, value in tensors.items()}
+  renamed["cls.predictions.bias"] = np.zeros(3, np.float32)  # a pre-training head: not capjax's, dropped
+  params = hf_import.bert_params(renamed, converted["bert"].config)
+  jax.tree.map(np.testing.assert_array_equal, params, converted["bert"].params)
+
+
+def test_tokenizers_agree_with_the_reference_tokenizers(tokens):
+  wordpiece = tokenizers.WordPiece(FIXTURES / "bert" / "vocab.txt", lower_case=True)
+  assert wordpiece.encode(tokens["sentences"]) == tokens["bert_tiny"]
+  bpe = tokenizers.ByteLevelBPE(FIXTURES / "gpt2" / "vocab.json", FIXTURES / "gpt2" / "merges.txt")
+  assert [bpe.encode(s) for s in tokens["sentences"]] == tokens["gpt2_tiny"]
+  assert [bpe.decode(bpe.encode(s)) for s in tokens["sentences"]] == tokens["sentences"]  # byte-level: lossless
+
+
+def test_pad_truncates_keeping_sep_last():
+  ids, mask, cut = tokenizers.pad([[101, 5, 6, 7, 102], [101, 5, 102]], max_length=4, pad_id=0, end_id=102)
+  np.testing.assert_array_equal(ids, [[101, 5, 6, 102], [101, 5, 102, 0]])
+  np.testing.assert_array_equal(mask, [[1, 1, 1, 1], [1, 1, 1, 0]])
+  assert cut == [0]
+
+
+def minilm_dir() -> pathlib.Path:
+  try:
+    return minilm.model_dir()
+  except minilm.MissingError as error:
+    pytest.skip(str(error))
+
+
+@pytest.fixture(scope="module")
+def minilm_embedder(tmp_path_factory):
+  from capjax.text_models import embed  # noqa: PLC0415
+  source = minilm_dir()
+  output = tmp_path_factory.mktemp("minilm")
+  cw.convert_hf("hf_bert", source, output)
+  return embed.Embedder.load(output)
+
+
+def test_real_bert_uncased_vocabulary_agrees_with_the_reference_tokenizer(tokens):
+  wordpiece = tokenizers.WordPiece(minilm_dir() / "vocab.txt", lower_case=True)
+  assert wordpiece.encode(tokens["sentences"]) == tokens["bert_uncased"]
+
+
+def test_minilm_embeds_like_sentence_transformers(minilm_embedder, tokens):
+  embeddings, cut = minilm_embedder.embed(tokens["minilm_sentences"])
+  assert cut == [] and embeddings.dtype == np.float32 and embeddings.shape == (3, 384)
+  assert relative_error(embeddings, np.asarray(tokens["minilm_embeddings"])) <= TOLERANCE
+
+
+def test_minilm_scores_paraphrases_above_unrelated_sentences(minilm_embedder):
+  pairs = [("A man is playing a guitar.", "Someone is strumming an acoustic guitar."),
+           ("A cat sleeps on the sofa.", "A kitten is napping on a couch."),
+           ("Two children run along the beach at sunset.", "Kids are running by the sea in the evening."),
+           ("The stock market fell sharply today.", "Share prices dropped steeply this afternoon.")]
+  sentences = [s for pair in pairs for s in pair]
+  embeddings, _ = minilm_embedder.embed(sentences, normalize=True)
+  np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, rtol=1e-5)
+  cosine = embeddings @ embeddings.T
+  for i in range(len(pairs)):
+    paraphrase = cosine[2 * i, 2 * i + 1]
+    unrelated = [cosine[2 * i, j] for j in range(len(sentences)) if j // 2 != i]
+    assert paraphrase > 0.6 > max(unrelated) + 0.2, (pairs[i], paraphrase, max(unrelated))
