@@ -24,6 +24,7 @@ import io
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,8 +58,9 @@ METRICS, HUMAN_EVAL = "capjax.metrics", "capjax.metrics.human_eval"
 CONVERT, EXTRACT, EXTRACT_TFDS = "capjax.tools.convert_weights", "capjax.tools.extract_features", \
     "capjax.tools.extract_tfds_features"
 HARVEST, PARAM_COUNT = "capjax.tools.harvest_alt_text", "capjax.tools.param_count"
+EMBED = "capjax.text_models.embed"
 COMMANDS = (MAIN, BUILD, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, CONVERT, EXTRACT, EXTRACT_TFDS, HARVEST,
-            PARAM_COUNT)
+            PARAM_COUNT, EMBED)
 
 
 def _png() -> bytes:
@@ -461,6 +463,70 @@ CONVERT_CASES = [
     *not_flags(CONVERT, "--format=timm", "--input={a}/other.safetensors", "--output={t}/converted"),
 ]
 
+# Hugging Face directories: the tiny BERT fixture, and copies of it with one thing wrong.
+HF_BERT = REPO / "tests" / "fixtures" / "text_models" / "bert"
+
+
+def _hf_bert(**replaced: bytes) -> dict[str, bytes]:
+  files = {f"hf/{name}": (HF_BERT / name).read_bytes() for name in ("model.safetensors", "config.json", "vocab.txt")}
+  return files | {f"hf/{name}": data for name, data in replaced.items()}
+
+
+def _config(**changes) -> bytes:
+  return _json({**json.loads((HF_BERT / "config.json").read_text()), **changes})
+
+
+CONVERT_CASES += [
+    _convert("hf-input-is-a-file", "hf_bert", "{a}/other.safetensors", match="is not a directory"),
+    _convert("hf-folder-without-checkpoint", "hf_bert", "{t}/folder", match="model.safetensors is missing"),
+    _convert("hf-gpt2-given-bert", "hf_gpt2", "{r}/tests/fixtures/text_models/bert", match="vocab.json is missing"),
+    _convert("hf-config-hidden-size", "hf_bert", "{t}/hf", files=_hf_bert(**{"config.json": _config(hidden_size=48)}),
+             match="config.json implies (48,)"),
+    _convert("hf-config-layers", "hf_bert", "{t}/hf", files=_hf_bert(**{"config.json": _config(num_hidden_layers=1)}),
+             match="unexpected tensor 'encoder.layer.1."),
+    _convert("hf-config-not-json", "hf_bert", "{t}/hf", files=_hf_bert(**{"config.json": b'{"hidden_size": '}),
+             match="not readable JSON"),
+    _convert("hf-config-heads", "hf_bert", "{t}/hf", files=_hf_bert(**{"config.json": _config(num_attention_heads=5)}),
+             match="not divisible"),
+    _convert("hf-weights-truncated", "hf_bert", "{t}/hf", match="model.safetensors",
+             files=_hf_bert(**{"model.safetensors": (HF_BERT / "model.safetensors").read_bytes()[:-100]})),
+]
+
+# --- capjax.text_models.embed --------------------------------------------------------------------------------------
+
+LINES = "--input={t}/alt.tsv"  # two sentences (with a tab: any text is a sentence)
+EMBED_OUT = "--output={t}/features.npz"  # an earlier output, which a failed run must leave as it was
+
+
+def _embed(name: str, *args: str, match: str = "", **kw):
+  return case(EMBED, name, *args, absent=("embeddings.npz",), match=match, **kw)
+
+
+EMBED_CASES = [
+    _embed("no-weights", LINES, EMBED_OUT, match="--weights"),
+    _embed("no-input", "--weights={a}/bert", EMBED_OUT, match="--input"),
+    _embed("no-output", "--weights={a}/bert", LINES, match="--output"),
+    _embed("weights-missing", "--weights={t}/nothing", LINES, EMBED_OUT, match="config.json is missing"),
+    _embed("weights-gpt2", "--weights={a}/gpt2", LINES, EMBED_OUT, match="holds a gpt2 model"),
+    _embed("weights-not-converted", "--weights={r}/tests/fixtures/text_models/bert", LINES, EMBED_OUT,
+           match="does not hold the parameters"),
+    _embed("weights-config-edited", "--weights={a}/bert_edited", LINES, EMBED_OUT, match="does not hold"),
+    _embed("input-missing", "--weights={a}/bert", "--input={t}/missing.txt", EMBED_OUT, match="missing.txt"),
+    _embed("input-is-a-folder", "--weights={a}/bert", "--input={t}/folder", EMBED_OUT, match="folder"),
+    _embed("input-empty-file", "--weights={a}/bert", "--input={t}/empty.txt", EMBED_OUT, match="has no lines"),
+    _embed("input-empty-line", "--weights={a}/bert", "--input={t}/gap.txt", EMBED_OUT,
+           files={"gap.txt": b"a dog\n\na cat\n"}, match="line 2 is empty"),
+    _embed("input-blank-line", "--weights={a}/bert", "--input={t}/gap.txt", EMBED_OUT,
+           files={"gap.txt": b"a dog\n  \t\n"}, match="line 2 is blank"),
+    _embed("input-latin1", "--weights={a}/bert", "--input={t}/latin1.tsv", EMBED_OUT, match="UTF-8"),
+    _embed("input-random-bytes", "--weights={a}/bert", "--input={t}/random.bin", EMBED_OUT, match="random.bin"),
+    _embed("output-is-a-folder", "--weights={a}/bert", LINES, "--output={t}/folder", match="is a directory"),
+    _embed("output-read-only", "--weights={a}/bert", LINES, "--output={ro}/e.npz", match="--output"),
+    _embed("output-chmod", "--weights={a}/bert", LINES, "--output={t}/locked/e.npz", files={"locked/.keep": b""},
+           chmod={"locked": 0o500}, match="--output"),
+    *not_flags(EMBED, "--weights={a}/bert", LINES, EMBED_OUT),
+]
+
 # --- capjax.tools.extract_features ---------------------------------------------------------------------------------
 
 IMAGES = "--images={t}/images/*.png"
@@ -634,7 +700,7 @@ PARAM_COUNT_CASES = [
 ]
 
 ALL_CASES = (MAIN_CASES + BUILD_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
-             + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES)
+             + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES + EMBED_CASES)
 # Root writes through any file mode: there the cases of unreadable or unwritable files run in a pytest of their own
 # without the capabilities that allow it (test_file_mode_cases_without_root_s_capabilities).
 MODE_CASES = [c for c in ALL_CASES if c.values[0].chmod]
@@ -681,6 +747,13 @@ def assets(tmp_path_factory) -> pathlib.Path:
   with ocp.StandardCheckpointer() as checkpointer:
     checkpointer.save(root / "other_model" / irv2.VARIABLES_DIR, {"params": {"dense": {"kernel": np.ones((4, 2))}}})
   (root / "other_model" / irv2.METADATA_FILE).write_text(json.dumps(metadata))
+  # The tiny text-model fixtures converted, and a conversion whose config.json was edited afterwards.
+  fixtures = REPO / "tests" / "fixtures" / "text_models"
+  for kind in ("bert", "gpt2"):
+    cw.convert_hf(f"hf_{kind}", fixtures / kind, root / kind)
+  shutil.copytree(root / "bert", root / "bert_edited")
+  config = json.loads((root / "bert_edited" / "config.json").read_text())
+  (root / "bert_edited" / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))
   return root
 
 

@@ -106,9 +106,11 @@ def main(argv: Sequence[str]) -> None:
   if not os.path.isfile(_INPUT.value):
     cli.fail(f"--input={_INPUT.value} is not a file — give a text file with one sentence per line")
   output = pathlib.Path(_OUTPUT.value)
-  cli.writable_dir(output.parent if str(output.parent) else ".", "--output's directory")
   if output.is_dir():
     cli.fail(f"--output={output} is a directory — give the path of the .npz file to write")
+  reason = cli.unwritable_reason(output.parent)  # before the work, not after it
+  if reason:
+    cli.fail(f"--output={output}: its folder {reason} — choose a folder you can write to")
   try:
     lines = read_lines(_INPUT.value)
   except UnicodeDecodeError as error:

@@ -398,13 +398,18 @@ def convert_hf(weights_format: str, input_dir: str | os.PathLike[str], output: s
                ) -> dict[str, Any]:
   """Converts a Hugging Face checkpoint directory (see the module docstring) into `output`; returns the metadata."""
   kind, source = HF_FORMATS[weights_format], pathlib.Path(input_dir)
+  weights = source / "model.safetensors"
   try:
     hf_import.check_files(kind, source)
-    config, params = hf_import.convert(kind, source, read_safetensors(source / "model.safetensors"))
+    try:
+      tensors = read_safetensors(weights)
+    except ConversionError as error:  # name the file: the directory was given
+      raise ConversionError(str(error) if str(weights) in str(error) else f"{weights}: {error}") from error
+    config, params = hf_import.convert(kind, source, tensors)
   except (checkpoint.WeightsError, ConfigError, hf_import.CheckpointError) as error:
     raise ConversionError(str(error)) from error
-  metadata = {"model": kind, "format": f"hf-{kind}-safetensors", "source_file": "model.safetensors",
-              "source_sha256": sha256(source / "model.safetensors"), "num_params": irv2.count_params(params)}
+  metadata = {"model": kind, "format": f"hf-{kind}-safetensors", "source_file": weights.name,
+              "source_sha256": sha256(weights), "num_params": irv2.count_params(params)}
   checkpoint.save(output, kind, config, params, metadata, source)
   return metadata
 
@@ -423,26 +428,19 @@ _OUTPUT = flags.DEFINE_string("output", None, "directory for the orbax checkpoin
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
-  if _FORMAT.value in HF_FORMATS:
-    if not os.path.isdir(_INPUT.value):
-      cli.fail(f"--input={_INPUT.value} is not a directory — give the Hugging Face checkpoint directory (with "
-               "model.safetensors and config.json)")
-    cli.writable_dir(_OUTPUT.value, "--output")
-    try:
-      metadata = convert_hf(_FORMAT.value, _INPUT.value, _OUTPUT.value)
-    except (ConversionError, OSError) as error:
-      cli.fail(f"--input={_INPUT.value}: {getattr(error, 'strerror', None) or error} — give a Hugging Face "
-               f"{HF_FORMATS[_FORMAT.value]} checkpoint whose config.json was saved with its weights")
-    print(json.dumps(metadata, indent=2, sort_keys=True))
-    return
-  if not os.path.isfile(_INPUT.value):
+  kind = HF_FORMATS.get(_FORMAT.value)
+  if kind and not os.path.isdir(_INPUT.value):
+    cli.fail(f"--input={_INPUT.value} is not a directory — give the Hugging Face checkpoint directory (with "
+             "model.safetensors and config.json)")
+  if not kind and not os.path.isfile(_INPUT.value):
     cli.fail(f"--input={_INPUT.value} is not a file — give the downloaded {_FORMAT.value} weights file")
   cli.writable_dir(_OUTPUT.value, "--output")  # before the conversion, not after it
   try:
-    metadata = convert(_FORMAT.value, _INPUT.value, _OUTPUT.value)
+    metadata = (convert_hf if kind else convert)(_FORMAT.value, _INPUT.value, _OUTPUT.value)
   except (ConversionError, OSError) as error:
-    cli.fail(f"--input={_INPUT.value}: {getattr(error, 'strerror', None) or error} — give Inception-ResNet-v2 "
-             f"weights in the --format={_FORMAT.value} layout (the formats are in --help)")
+    advice = (f"give a Hugging Face {kind} checkpoint whose config.json was saved with its weights" if kind else
+              f"give Inception-ResNet-v2 weights in the --format={_FORMAT.value} layout (the formats are in --help)")
+    cli.fail(f"--input={_INPUT.value}: {getattr(error, 'strerror', None) or error} — {advice}")
   print(json.dumps(metadata, indent=2, sort_keys=True))
 
 
