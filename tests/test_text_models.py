@@ -97,6 +97,24 @@ def test_gpt2_cache_decodes_like_a_full_pass(converted):
     np.testing.assert_allclose(out.logits[:, 0], full[:, t], rtol=1e-5, atol=1e-5)
 
 
+def test_bert_trains_with_dropout_through_the_pooled_output(converted, outputs):
+  """What the style classifier needs: dropout when not deterministic, and gradients through the [CLS] pooler."""
+  model = converted["bert"]
+  module, ids, mask = model.module(), outputs["bert_input_ids"], outputs["bert_attention_mask"]
+
+  def loss(params, key):
+    out = module.apply({"params": params}, ids, mask, deterministic=False, rngs={"dropout": key})
+    return jnp.sum(out.pooled ** 2)
+
+  value, grads = jax.value_and_grad(loss)(model.params, jax.random.key(0))
+  deterministic = jnp.sum(module.apply({"params": model.params}, ids, mask).pooled ** 2)
+  assert not np.isclose(value, deterministic)  # dropout changed the output
+  assert np.isclose(value, loss(model.params, jax.random.key(0)))  # and the same key gives the same mask
+  norms = {path: float(jnp.linalg.norm(g)) for path, g in jax.tree_util.tree_flatten_with_path(grads)[0]}
+  assert all(np.isfinite(n) for n in norms.values())
+  assert sum(n > 0 for n in norms.values()) == len(norms)  # every parameter takes part
+
+
 def test_every_parameter_has_logical_axes_that_sharding_maps(converted):
   known = {name for name, _ in sharding.LOGICAL_AXIS_RULES}
   for config in (converted["bert"].config, converted["gpt2"].config):

@@ -35,7 +35,8 @@ class BertConfig:
   max_position_embeddings: int = 512
   type_vocab_size: int = 2
   layer_norm_eps: float = 1e-12
-  dropout_rate: float = 0.1
+  dropout_rate: float = 0.1            # hidden_dropout_prob
+  attention_dropout_rate: float = 0.1  # attention_probs_dropout_prob
   pad_token_id: int = 0
   pooler: bool = True          # whether the checkpoint has BERT's pooler (BertModel does; a masked-LM head does not)
   do_lower_case: bool = True   # the tokenizer's setting (tokenizer_config.json), kept beside the network's
@@ -63,13 +64,16 @@ class BertConfig:
         hidden_act=activation(config, "hidden_act", "gelu"),
         max_position_embeddings=integer(config, "max_position_embeddings", 512),
         type_vocab_size=integer(config, "type_vocab_size", 2), layer_norm_eps=number(config, "layer_norm_eps", 1e-12),
-        dropout_rate=number(config, "hidden_dropout_prob", 0.1), pad_token_id=integer(config, "pad_token_id", 0, 0),
+        dropout_rate=number(config, "hidden_dropout_prob", 0.1),
+        attention_dropout_rate=number(config, "attention_probs_dropout_prob", 0.1),
+        pad_token_id=integer(config, "pad_token_id", 0, 0),
         pooler=config.get("pooler", True), do_lower_case=config.get("do_lower_case", True))
 
   def to_dict(self) -> dict[str, Any]:
     """A config.json that `from_dict` reads back (Hugging Face's field names; dropout as hidden_dropout_prob)."""
     fields = dataclasses.asdict(self)
     fields["hidden_dropout_prob"] = fields.pop("dropout_rate")
+    fields["attention_probs_dropout_prob"] = fields.pop("attention_dropout_rate")
     return {"model_type": "bert", **fields}
 
 
@@ -88,7 +92,7 @@ class BertLayer(nn.Module):
   def __call__(self, x: Array, bias: Array, deterministic: bool) -> tuple[Array, Array]:
     c = self.config
     drop = nn.Dropout(c.dropout_rate)
-    h, weights, _ = attn.SelfAttention(c.num_attention_heads, c.head_dim, c.dropout_rate, self.dtype,
+    h, weights, _ = attn.SelfAttention(c.num_attention_heads, c.head_dim, c.attention_dropout_rate, self.dtype,
                                        name="attention")(x, bias, deterministic)
     x = attn.layer_norm("attention_norm", c.layer_norm_eps, self.dtype)(x + drop(h, deterministic=deterministic))
     h = attn.dense(c.intermediate_size, ("embed", "mlp"), "intermediate", self.dtype)(x)

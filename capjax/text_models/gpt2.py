@@ -32,7 +32,8 @@ class GPT2Config:
   n_inner: int | None = None     # None: 4 * n_embd
   activation_function: str = "gelu_new"
   layer_norm_epsilon: float = 1e-5
-  dropout_rate: float = 0.1
+  dropout_rate: float = 0.1            # resid_pdrop (embd_pdrop too)
+  attention_dropout_rate: float = 0.1  # attn_pdrop
 
   @property
   def head_dim(self) -> int:
@@ -59,11 +60,13 @@ class GPT2Config:
                n_embd=embd, n_layer=integer(config, "n_layer", 12), n_head=heads, n_inner=n_inner,
                activation_function=activation(config, "activation_function", "gelu_new"),
                layer_norm_epsilon=number(config, "layer_norm_epsilon", 1e-5),
-               dropout_rate=number(config, "resid_pdrop", 0.1))
+               dropout_rate=number(config, "resid_pdrop", 0.1),
+               attention_dropout_rate=number(config, "attn_pdrop", 0.1))
 
   def to_dict(self) -> dict[str, Any]:
     fields = dataclasses.asdict(self)
     fields["resid_pdrop"] = fields.pop("dropout_rate")
+    fields["attn_pdrop"] = fields.pop("attention_dropout_rate")
     return {"model_type": "gpt2", **fields}
 
 
@@ -77,7 +80,7 @@ class Block(nn.Module):
     c = self.config
     drop = nn.Dropout(c.dropout_rate)
     h = attn.layer_norm("ln_1", c.layer_norm_epsilon, self.dtype)(x)
-    h, weights, cache = attn.SelfAttention(c.n_head, c.head_dim, c.dropout_rate, self.dtype,
+    h, weights, cache = attn.SelfAttention(c.n_head, c.head_dim, c.attention_dropout_rate, self.dtype,
                                            name="attn")(h, bias, deterministic, cache, index)
     x = x + drop(h, deterministic=deterministic)
     h = attn.layer_norm("ln_2", c.layer_norm_epsilon, self.dtype)(x)

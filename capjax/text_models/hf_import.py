@@ -46,14 +46,16 @@ def same(name: str) -> Rule:
 
 
 def linear(name: str) -> Rule:
-  """torch.nn.Linear keeps (out, in); a Flax kernel is (in, out), possibly with `in` or `out` split into heads."""
+  """torch.nn.Linear keeps (out, in); a Flax kernel is (in, out), its `out` split into (heads, head_dim) for the
+  query, key and value projections."""
   def source_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
-    if len(shape) == 3 and name.endswith("output.dense.weight"):  # (heads, head_dim, embed) <- (embed, heads*dim)
-      return shape[2], shape[0] * shape[1]
-    if len(shape) == 3:  # (embed, heads, head_dim) <- (heads*dim, embed)
-      return shape[1] * shape[2], shape[0]
-    return tuple(reversed(shape))
+    return (shape[1] * shape[2], shape[0]) if len(shape) == 3 else tuple(reversed(shape))
   return Rule(name, source_shape, lambda a, shape: a.T.reshape(shape))
+
+
+def linear_from_heads(name: str) -> Rule:
+  """The attention output projection: torch's (embed, heads*head_dim) -> capjax's (heads, head_dim, embed)."""
+  return Rule(name, lambda shape: (shape[2], shape[0] * shape[1]), lambda a, shape: a.T.reshape(shape))
 
 
 def flat_as(name: str) -> Rule:
@@ -86,7 +88,7 @@ def bert_rules(config: bert_lib.BertConfig, tensors: Mapping[str, np.ndarray]) -
     for q in ("query", "key", "value"):
       rules[(dst, "attention", q, "kernel")] = linear(f"{src}attention.self.{q}.weight")
       rules[(dst, "attention", q, "bias")] = flat_as(f"{src}attention.self.{q}.bias")
-    rules[(dst, "attention", "out_kernel")] = linear(f"{src}attention.output.dense.weight")
+    rules[(dst, "attention", "out_kernel")] = linear_from_heads(f"{src}attention.output.dense.weight")
     rules[(dst, "attention", "out_bias")] = same(f"{src}attention.output.dense.bias")
     rules.update({(dst, "attention_norm", k): r for k, r in norm(f"{src}attention.output.LayerNorm", tensors).items()})
     rules[(dst, "intermediate", "kernel")] = linear(f"{src}intermediate.dense.weight")
@@ -127,7 +129,8 @@ def gpt2_rules(config: gpt2_lib.GPT2Config, tensors: Mapping[str, np.ndarray]) -
 
 def _config_summary(config: Any) -> str:
   shown = [f"{k}={v}" for k, v in dataclasses.asdict(config).items()
-           if k not in ("dropout_rate", "layer_norm_eps", "layer_norm_epsilon", "do_lower_case", "pad_token_id")]
+           if k not in ("dropout_rate", "attention_dropout_rate", "layer_norm_eps", "layer_norm_epsilon",
+                        "do_lower_case", "pad_token_id")]
   return ", ".join(shown)
 
 
