@@ -54,13 +54,13 @@ def convert(kind: str, source: pathlib.Path, output: pathlib.Path, capsys) -> tu
 
 @pytest.mark.parametrize("kind, change, message", [
     ("bert", {"hidden_size": 48},
-     "tensor 'embeddings.LayerNorm.bias' has shape (32,) but config.json implies (48,) (config.json: vocab_size=366, "
+     "tensor 'embeddings.LayerNorm.bias' has shape (32,) but config.json implies (48,) (config.json: vocab_size=190, "
      "hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, hidden_act=gelu, "
      "max_position_embeddings=64, type_vocab_size=2, pooler=True)"),
     ("bert", {"num_hidden_layers": 3},
      "missing tensor 'encoder.layer.2.attention.self.key.bias', needed for layer_2/attention/key/bias"),
     ("bert", {"num_hidden_layers": 1}, "unexpected tensor 'encoder.layer.1.attention.output.LayerNorm.bias'"),
-    ("bert", {"vocab_size": 30522}, "tensor 'embeddings.word_embeddings.weight' has shape (366, 32) but config.json "
+    ("bert", {"vocab_size": 30522}, "tensor 'embeddings.word_embeddings.weight' has shape (190, 32) but config.json "
                                     "implies (30522, 32)"),
     ("bert", {"num_attention_heads": 5}, "config.json hidden_size=32 is not divisible by num_attention_heads=5"),
     ("bert", {"hidden_act": "swish"}, "config.json field 'hidden_act' is 'swish'"),

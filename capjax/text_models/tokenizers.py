@@ -167,7 +167,7 @@ class ByteLevelBPE:
     self.decoder = {i: token for token, i in self.vocab.items()}
     self.byte_encoder = bytes_to_unicode()
     self.byte_decoder = {c: b for b, c in self.byte_encoder.items()}
-    self.unk_id = self.vocab.get(unk_token)
+    self.unk_token, self.unk_id = unk_token, self.vocab.get(unk_token)
     self._cache: dict[str, tuple[str, ...]] = {}
 
   def bpe(self, token: str) -> tuple[str, ...]:
@@ -193,6 +193,15 @@ class ByteLevelBPE:
     return word
 
   def encode(self, text: str) -> list[int]:
+    """Token ids; "<|endoftext|>" written in the text is that special token, as in Hugging Face's tokenizer."""
+    if self.unk_id is None:
+      return self._encode(text)
+    ids = []
+    for i, part in enumerate(text.split(self.unk_token)):
+      ids.extend(([self.unk_id] if i else []) + self._encode(part))
+    return ids
+
+  def _encode(self, text: str) -> list[int]:
     ids = []
     for piece in GPT2_PATTERN.findall(text):
       for symbol in self.bpe("".join(self.byte_encoder[b] for b in piece.encode("utf-8"))):
