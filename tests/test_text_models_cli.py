@@ -163,6 +163,17 @@ def test_embed_truncates_a_10k_token_sentence_with_a_warning(bert_dir, tmp_path,
     np.testing.assert_allclose(data["embeddings"][1], np.asarray(hidden).mean(axis=1)[0], rtol=1e-5, atol=1e-5)
 
 
+def test_lowercasing_comes_from_the_checkpoint(tmp_path):
+  cased = edited_copy(tmp_path, "bert")
+  (cased / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+  cw.convert_hf("hf_bert", cased, tmp_path / "cased")
+  assert json.loads((tmp_path / "cased" / "config.json").read_text())["do_lower_case"] is False
+  embedder = embed.Embedder.load(tmp_path / "cased")
+  assert embedder.tokenizer.encode(["Dog dog"])[0][1:-1] != embedder.tokenizer.encode(["dog dog"])[0][1:-1]
+  upper, lower = embedder.embed(["A Dog"])[0], embedder.embed(["a dog"])[0]
+  assert not np.allclose(upper, lower)
+
+
 def test_embed_refuses_weights_it_cannot_use(bert_dir, tmp_path, capsys):
   gpt2_dir = tmp_path / "gpt2"
   cw.convert_hf("hf_gpt2", FIXTURES / "gpt2", gpt2_dir)

@@ -20,6 +20,8 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as capjax.main: TensorFlow (the WordPiece tables) quietly
+
 import jax
 import jax.numpy as jnp
 import numpy as np
