@@ -15,6 +15,7 @@ import pathlib
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -133,6 +134,18 @@ def test_bert_prefix_and_tf_layer_norm_names_convert_to_the_same_params(converte
   renamed["cls.predictions.bias"] = np.zeros(3, np.float32)  # a pre-training head: not capjax's, dropped
   params = hf_import.bert_params(renamed, converted["bert"].config)
   jax.tree.map(np.testing.assert_array_equal, params, converted["bert"].params)
+
+
+def test_half_precision_checkpoints_convert_to_float32(converted):
+  """Checkpoints are often saved in bfloat16 or float16; integer tensors are refused."""
+  tensors = cw.read_safetensors(FIXTURES / "gpt2" / "model.safetensors")
+  for dtype in (ml_dtypes.bfloat16, np.float16):
+    params = hf_import.gpt2_params({k: v.astype(dtype) for k, v in tensors.items()}, converted["gpt2"].config)
+    expected = jax.tree.map(lambda a, dtype=dtype: a.astype(dtype).astype(np.float32), converted["gpt2"].params)
+    jax.tree.map(np.testing.assert_array_equal, params, expected)
+  tensors["transformer.wpe.weight"] = tensors["transformer.wpe.weight"].astype(np.int32)
+  with pytest.raises(hf_import.CheckpointError, match="'transformer.wpe.weight' has dtype int32"):
+    hf_import.gpt2_params(tensors, converted["gpt2"].config)
 
 
 def test_tokenizers_agree_with_the_reference_tokenizers(tokens):

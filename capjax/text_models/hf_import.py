@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import flax.linen as nn
+import ml_dtypes
 import numpy as np
 from flax import traverse_util
 
@@ -149,7 +150,7 @@ def assemble(rules: Mapping[Path, Rule], expected: Mapping[Path, Any], tensors: 
     if tuple(array.shape) != rule.source_shape(shape):
       raise CheckpointError(f"tensor {rule.source!r} has shape {tuple(array.shape)} but config.json implies "
                             f"{rule.source_shape(shape)} {where}")
-    if not np.issubdtype(array.dtype, np.floating):
+    if not (np.issubdtype(array.dtype, np.floating) or array.dtype == ml_dtypes.bfloat16):
       raise CheckpointError(f"tensor {rule.source!r} has dtype {array.dtype}; weights must be floating point")
     flat[path] = np.asarray(rule.convert(array, shape), np.float32)
     used.add(rule.source)
