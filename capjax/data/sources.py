@@ -26,6 +26,10 @@ KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
         "tfds_builders.synthetic_scenes",
         "nothing to download: it is built automatically on first use, or by "
         "`python -m capjax.data.build --dataset=synthetic_scenes`"),
+    "stylized_scenes": (
+        "tfds_builders.stylized_scenes",
+        "nothing to download: it is built automatically on first use, or by "
+        "`python -m capjax.data.build --dataset=stylized_scenes`"),
     "cc3m": (
         "tfds_builders.cc3m",
         "download the Conceptual Captions TSVs and images (see tfds_builders/cc3m/README.md), then run "
