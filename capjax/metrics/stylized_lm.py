@@ -194,9 +194,14 @@ class StyleLanguageModel:
   def save(self, path: str | os.PathLike[str]) -> None:
     """Writes the model as JSON (written whole to a temporary file, then renamed: never half a file)."""
     temporary = f"{os.fspath(path)}.tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-      json.dump(self.to_json(), f, ensure_ascii=False, separators=(",", ":"))
-    os.replace(temporary, path)
+    try:
+      with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(self.to_json(), f, ensure_ascii=False, separators=(",", ":"))
+      os.replace(temporary, path)
+    except BaseException:
+      if os.path.exists(temporary):
+        os.remove(temporary)
+      raise
 
   @classmethod
   def from_json(cls, data: Any, where: str = "the language model") -> StyleLanguageModel:
@@ -284,7 +289,6 @@ def main(argv: Sequence[str]) -> int:
   output = _OUTPUT.value
   if os.path.isdir(output):
     cli.fail(f"--output={output} is a directory — give a file name, e.g. {os.path.join(output, 'lm.json')}")
-  cli.writable_dir(os.path.dirname(os.path.abspath(output)), "--output's directory")
   try:
     sentences, blank = read_sentences(_SENTENCES.value)
   except OSError as error:
@@ -295,7 +299,12 @@ def main(argv: Sequence[str]) -> int:
     model = StyleLanguageModel.train(sentences, _STYLE.value, _DISCOUNT.value)
   except ValueError as error:
     cli.fail(f"{_SENTENCES.value}: {error}")
-  model.save(output)
+  # Checked once the sentences are known to be good (counting them takes seconds): a bad file creates no folder.
+  cli.writable_dir(os.path.dirname(os.path.abspath(output)), "--output's directory")
+  try:
+    model.save(output)
+  except OSError as error:
+    cli.fail(f"cannot write {output}: {error.strerror} — check the disk and the folder's permissions")
   print(f"wrote {output}: order {model.order}, discount {model.discount}, {model.sentences:,} sentences "
         f"({blank:,} blank lines skipped), {sum(1 for n in model.counts if len(n) == 1):,} words in the vocabulary")
   return 0
