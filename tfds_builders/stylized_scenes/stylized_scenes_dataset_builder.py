@@ -49,8 +49,8 @@ def stylized_features(captions: tuple[stylized.StylizedCaption, ...]) -> dict[st
 
 
 def generate_split(config: StylizedScenesConfig, split: str) -> Iterator[tuple[int, dict[str, object]]]:
-  """(index, record) for every example of `split`, in index order (one process: the default config's 11,200
-  examples take about 20 s)."""
+  """(index, record) for every example of `split`, in index order, in this process (the default config's 11,200
+  examples cost about 20 CPU-seconds: not worth synthetic_scenes' process pool)."""
   split_index = SPLITS.index(split)
   for index in range(config.split_size(split)):
     example = scenes.make_example(config.seed, split_index, index, config.image_size)
