@@ -19,11 +19,12 @@ from tfds_builders.flickrstyle10k import make_dummy_data as dummy
 DUMMY = pathlib.Path(dummy.__file__).parent / "dummy_data"
 REPORTS = {
     "train": {"listed": 11, "examples": 7, "missing_image": 1, "corrupt_image": 2, "empty_caption": 1,
-              "unsafe_name": 0, "not_utf8_caption": 1, "corrupt_reasons": {"not_jpeg": 1, "truncated": 1}},
+              "unsafe_name": 0, "not_utf8_caption": 1, "without_factual": 2,
+              "corrupt_reasons": {"not_jpeg": 1, "truncated": 1}},
     "validation": {"listed": 1, "examples": 1, "missing_image": 0, "corrupt_image": 0, "empty_caption": 0,
-                   "unsafe_name": 0, "not_utf8_caption": 0, "corrupt_reasons": {}},
+                   "unsafe_name": 0, "not_utf8_caption": 0, "without_factual": 0, "corrupt_reasons": {}},
     "test": {"listed": 2, "examples": 2, "missing_image": 0, "corrupt_image": 0, "empty_caption": 0,
-             "unsafe_name": 0, "not_utf8_caption": 0, "corrupt_reasons": {}},
+             "unsafe_name": 0, "not_utf8_caption": 0, "without_factual": 0, "corrupt_reasons": {}},
 }
 
 
@@ -58,6 +59,9 @@ def test_examples_pair_each_image_with_its_lines_and_keep_the_jpeg_bytes(built):
   assert (record["humorous"], record["romantic"]) == (dummy.humorous(9).encode(), dummy.romantic(9).encode())
   assert record["image"] == (DUMMY / "flickr30k-images" / "1000101795.jpg").read_bytes()
   assert records[dummy.CP1252_HUMOROUS]["humorous"].decode() == "a dog at the café – it wants a croissant"
+  assert record["factual"] == [dummy.factual(9, k).encode() for k in range(5)]
+  assert records[7]["factual"] == [dummy.factual(7, k).encode() for k in range(5)]  # sorted by their #k
+  assert records[0]["factual"] == [] and records[13]["factual"] == []
 
 
 def test_the_split_is_the_papers_shares_drawn_once_by_a_fixed_seed():

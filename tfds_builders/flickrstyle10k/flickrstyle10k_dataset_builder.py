@@ -25,12 +25,13 @@ IMAGE_LIST_TEXT = "humor/train.txt"  # optional: the names one per line, read in
 RELEASE_FOLDER = "FlickrStyle_v0.9"
 IMAGES_DIR = "flickr30k-images"  # the folder of Flickr30K's own archive; Kaggle's copy nests flickr30k_images/ twice
 IMAGES_DIRS = (IMAGES_DIR, "flickr30k_images/flickr30k_images", "flickr30k_images")
+FACTUAL_CAPTIONS = "results_20130124.token"  # optional: Flickr30K's own captions, "NAME.jpg#k<TAB>caption" a line
 _README = "tfds_builders/flickrstyle10k/README.md"
 _INSTRUCTIONS_POINTER = f"see {_README} (or `tfds.builder('flickrstyle10k').MANUAL_DOWNLOAD_INSTRUCTIONS`)"
 # The paper's split: 6,000 of the 7,000 images for training, 10% of those for validation, the rest for test.
 TRAIN_SHARE, VALIDATION_SHARE, SPLIT_SEED = 6 / 7, 0.1, 0
 REPORT_KEYS = ("listed", "examples", "missing_image", "corrupt_image", "empty_caption", "unsafe_name",
-               "not_utf8_caption")
+               "not_utf8_caption", "without_factual")
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = f"""\
 Put in the manual dir (`--manual_dir=DIR`), as released:
@@ -39,6 +40,8 @@ Put in the manual dir (`--manual_dir=DIR`), as released:
   DIR/{RELEASE_FOLDER}/{ROMANTIC_CAPTIONS}
   DIR/{RELEASE_FOLDER}/{IMAGE_LIST}                 # the image names (a pickle: read by its opcodes, never loaded)
   DIR/{IMAGES_DIR}/1000092795.jpg ...            # Flickr30K's images (https://shannon.cs.illinois.edu/DenotationGraph/)
+
+  DIR/{FACTUAL_CAPTIONS}                  # optional: Flickr30K's factual captions, for `factual`
 
 (The {RELEASE_FOLDER}/ level may be left out: DIR/humor/... works too; so may Kaggle's flickr30k_images/ stand
 for {IMAGES_DIR}/.)
@@ -128,6 +131,20 @@ def read_captions(path: str) -> list[tuple[str, bool]]:
   return lines
 
 
+def read_factual(path: str) -> dict[str, list[str]]:
+  """Flickr30K's captions by image file, in their #k order: "1000092795.jpg#0<TAB>Two young guys ..." lines.
+  Lines that are not UTF-8 or not in that form are skipped (the captions are extra: the example is built anyway)."""
+  numbered: dict[str, list[tuple[int, str]]] = {}
+  for line in read_lines(path):
+    try:
+      key, caption = line.decode("utf-8").split("\t", 1)
+      name, number = key.rsplit("#", 1)
+      numbered.setdefault(name, []).append((int(number), caption.strip()))
+    except ValueError:  # UnicodeDecodeError is one
+      continue
+  return {name: [caption for _, caption in sorted(captions)] for name, captions in numbered.items()}
+
+
 def split_of(num_images: int) -> list[str]:
   """The split of each released position: a seeded permutation's first 6/7 train (10% of them validation), the
   rest test. Decided before any image is read, so that a missing image never moves another between splits."""
@@ -157,6 +174,9 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
             "index": tfds.features.Scalar(np.int32, doc="Its position in the released files."),
             "humorous": tfds.features.Text(doc="The line of humor/funny_train.txt, stripped."),
             "romantic": tfds.features.Text(doc="The line of romantic/romantic_train.txt, stripped."),
+            "factual": tfds.features.Sequence(tfds.features.Text(),
+                                              doc="Flickr30K's captions of the image (results_20130124.token), "
+                                                  "in their order; empty when that file is not in the manual dir."),
         }),
         homepage="https://zhegan27.github.io/Papers/FlickrStyle_v0.9.zip",
         metadata=tfds.core.MetadataDict(),
@@ -187,7 +207,9 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     images = next((root / d for d in IMAGES_DIRS if (root / d).is_dir()), None)
     if images is None:
       raise ManualDataError(f"{root / IMAGES_DIR} is missing — download Flickr30K's images ({_INSTRUCTIONS_POINTER})")
-    return {**{key: os.fspath(path) for key, path in files.items()}, "images": os.fspath(images)}
+    factual = root / FACTUAL_CAPTIONS
+    return {**{key: os.fspath(path) for key, path in files.items()}, "images": os.fspath(images),
+            "factual": os.fspath(factual) if factual.exists() else ""}
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     files = self._manual_files(dl_manager)
@@ -206,11 +228,12 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
           "download them again, whole")
     rows = list(zip(names, humorous, romantic))
     splits = split_of(len(rows))
-    return {split: self._generate_examples(split, rows, splits, files["images"])
+    factual = read_factual(files["factual"]) if files["factual"] else None
+    return {split: self._generate_examples(split, rows, splits, files["images"], factual)
             for split in ("train", "validation", "test")}
 
-  def _generate_examples(self, split: str, rows: list, splits: list[str],
-                         images: str) -> Iterator[tuple[int, dict[str, Any]]]:
+  def _generate_examples(self, split: str, rows: list, splits: list[str], images: str,
+                         factual: dict[str, list[str]] | None) -> Iterator[tuple[int, dict[str, Any]]]:
     report = self._reports[split] = image_folder.empty_report(REPORT_KEYS)
 
     def examples():
@@ -227,8 +250,10 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
           image_folder.count_image_failure(report, reason)
           continue
         report["examples"] += 1
+        captions = factual.get(flickr30k_name(name), []) if factual is not None else []
+        report["without_factual"] += factual is not None and not captions
         yield index, {"image": data, "image_name": name, "flickr30k_name": flickr30k_name(name), "index": index,
-                      "humorous": humorous, "romantic": romantic}
+                      "humorous": humorous, "romantic": romantic, "factual": captions}
 
     yield from at_least_one(examples(), lambda: f"the {split} split's {report['listed']} images in {images} gave "
                                                 f"{dict(report)}")

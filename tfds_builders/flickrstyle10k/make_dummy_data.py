@@ -43,6 +43,10 @@ def romantic(i: int) -> str:
   return f"a dog number {i} runs on the grass to meet his love"
 
 
+def factual(i: int, k: int) -> str:
+  return f"A dog , number {i} , runs on the grass ( caption {k} ) ."
+
+
 def write_manual_dir(root: pathlib.Path, num_images: int = NUM_IMAGES, defects: bool = True,
                      release_folder: bool = True) -> None:
   """A manual dir of `num_images` images; with `defects`, the ones named by the constants above."""
@@ -68,6 +72,10 @@ def write_manual_dir(root: pathlib.Path, num_images: int = NUM_IMAGES, defects: 
       data = png(i)
     (images / f"{flickr_id(i)}.jpg").write_bytes(data)
   (images / "readme.txt").write_text("Flickr30K's folder holds a readme too.\n")
+  if defects:  # Flickr30K's captions: five per image, image 7's in reverse order, none for images 0 and 13
+    lines = [f"{flickr_id(i)}.jpg#{k}\t{factual(i, k)}" for i in range(1, num_images - 1) for k in range(5)]
+    lines[30:35] = reversed(lines[30:35])
+    (root / "results_20130124.token").write_bytes(("\n".join(lines) + "\nnot a caption line\n").encode())
 
 
 if __name__ == "__main__":
