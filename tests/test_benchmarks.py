@@ -8,6 +8,7 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import train_step_profile  # noqa: E402
 import train_step_speed  # noqa: E402
 
 
@@ -33,3 +34,27 @@ def test_accelerator_check_prints_its_table_on_a_cpu():
                   "T2T 8x8 train step MFU", "IRv2 features at 75 px, batch 2 (images/s)",
                   "T2T 8x8 beam 4 with the cache, batch 8 (captions/s)"]
   assert "--small" in proc.stdout.splitlines()[0]
+
+
+def test_the_profiles_matmul_list_counts_the_same_flops_as_the_analytic_formula():
+  for batch, vocab in ((25, 25_000), (3, 7)):
+    products = train_step_profile.t2t_matmuls(batch, vocab=vocab)
+    assert 3 * train_step_profile.matmul_flops(products) == batch * train_step_speed.t2t_flops_per_example(
+        vocab=vocab)
+  # 1 visual projection, 6 x (8 encoder + 14 decoder) products, the output projection.
+  assert len(train_step_profile.t2t_matmuls(1)) == 1 + 6 * (8 + 14) + 1
+
+
+def test_decode_speed_prints_its_tables():
+  proc = subprocess.run([sys.executable, "benchmarks/decode_speed.py", "--config=configs/t2t.py:shapes,debug",
+                         "--batch=2", "--repeats=1", "--train_steps=1", "--vocab_size=50"],
+                        cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
+          if line.startswith("| configs/")]
+  assert [row[:2] for row in rows[:2]] == [["configs/t2t.py:shapes,debug", "beam4"],
+                                          ["configs/t2t.py:shapes,debug", "greedy"]]
+  # The validation share of the debug config: eval_every 10, 64 images, decoded greedily as the demo does.
+  assert len(rows) == 3 and rows[2][0] == "configs/t2t.py:shapes,debug"
+  assert rows[2][1].endswith("(16)") and rows[2][2:5] == ["10", "64", "greedy"] and rows[2][6].endswith("%")

@@ -33,6 +33,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from capjax.metrics.stylized_lm import StyleLanguageModel
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 READ_ONLY = "/proc/capjax_ro"  # /proc takes no new entries: what a read-only mount is, for root as for anyone
 
@@ -54,13 +56,13 @@ MODES_BIND = _modes_bind()
 
 MAIN, BUILD = "capjax.main", "capjax.data.build"
 PIPELINE, STATS, GOLD = "capjax.text.pipeline", "capjax.text.stats", "capjax.text.gold"
-METRICS, HUMAN_EVAL = "capjax.metrics", "capjax.metrics.human_eval"
+METRICS, HUMAN_EVAL, STYLE_LM = "capjax.metrics", "capjax.metrics.human_eval", "capjax.metrics.stylized_lm"
 CONVERT, EXTRACT, EXTRACT_TFDS = "capjax.tools.convert_weights", "capjax.tools.extract_features", \
     "capjax.tools.extract_tfds_features"
 HARVEST, PARAM_COUNT = "capjax.tools.harvest_alt_text", "capjax.tools.param_count"
 EMBED = "capjax.text_models.embed"
-COMMANDS = (MAIN, BUILD, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, CONVERT, EXTRACT, EXTRACT_TFDS, HARVEST,
-            PARAM_COUNT, EMBED)
+COMMANDS = (MAIN, BUILD, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, STYLE_LM, CONVERT, EXTRACT, EXTRACT_TFDS,
+            HARVEST, PARAM_COUNT, EMBED)
 
 
 def _png() -> bytes:
@@ -97,6 +99,7 @@ BASE_FILES: dict[str, bytes] = {
     "features.npz": b"PK an earlier extraction's output",
     "images/a.png": _png(),
     "gold.tsv": GOLD_HEADER + b"g1\tcapjax\tanimals\tA dog runs on the grass.\tdog runs on the grass\t\n",
+    "lm.json": _json(StyleLanguageModel.train(["a dog runs on the grass", "a cat sleeps"], style="romantic").to_json()),
 }
 
 
@@ -383,6 +386,49 @@ METRICS_CASES = [
     _metrics("metric-unknown", REFS, PREDS, "--metrics=Bleu,BLUE", match="BLUE"),
     _metrics("metrics-empty", REFS, PREDS, "--metrics=", match="metrics"),
     case(METRICS, "unknown-flag", "{t}/refs.json", "{t}/preds.json", "--bogus=1", match="bogus"),
+    _metrics("style-unknown", REFS, PREDS, "--style=sarcastic", "--lm={t}/lm.json", match="unknown style"),
+    _metrics("style-without-lm", REFS, PREDS, "--style=romantic", match="--lm"),
+    _metrics("lm-without-style", REFS, PREDS, "--lm={t}/lm.json", match="--style"),
+    _metrics("style-with-metrics", REFS, PREDS, "--style=romantic", "--lm={t}/lm.json", "--metrics=CIDEr",
+             match="--metrics"),
+    _metrics("style-model-not-available", REFS, PREDS, "--style=romantic", "--lm={t}/lm.json", "--style_model={t}",
+             match="style classifier"),
+    _metrics("lm-missing", REFS, PREDS, "--style=romantic", "--lm={t}/missing.json", match="missing.json"),
+    _metrics("lm-random-bytes", REFS, PREDS, "--style=romantic", "--lm={t}/random.bin", match="random.bin"),
+    _metrics("lm-is-refs", REFS, PREDS, "--style=romantic", "--lm={t}/refs.json", match="language model"),
+    _metrics("lm-of-another-style", REFS, PREDS, "--style=humorous", "--lm={t}/lm.json", match="romantic"),
+]
+
+# --- capjax.metrics.stylized_lm ------------------------------------------------------------------------------------
+
+
+def _style_lm(name: str, *args: str, **kw):
+  return case(STYLE_LM, name, *args, absent=("out/lm.json", "lm.json.tmp"), **kw)
+
+
+STYLE_LM_CASES = [
+    _style_lm("no-flags", match="missing"),
+    _style_lm("no-output", "--sentences={t}/alt.tsv", match="--output"),
+    _style_lm("sentences-missing", "--sentences={t}/missing.txt", "--output={t}/out/lm.json", match="missing.txt"),
+    _style_lm("sentences-is-a-folder", "--sentences={t}/folder", "--output={t}/out/lm.json", match="folder"),
+    _style_lm("sentences-chmod", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", chmod={"alt.tsv": 0o200}),
+    _style_lm("sentences-empty", "--sentences={t}/empty.txt", "--output={t}/out/lm.json", match="no sentence"),
+    _style_lm("sentences-blank-lines", "--sentences={t}/blank.txt", "--output={t}/out/lm.json",
+              files={"blank.txt": b"\n \n\t\n"}, match="no sentence"),
+    _style_lm("sentences-random-bytes", "--sentences={t}/random.bin", "--output={t}/out/lm.json", match="UTF-8"),
+    _style_lm("sentences-latin1", "--sentences={t}/latin1.tsv", "--output={t}/out/lm.json", match="line 1"),
+    _style_lm("discount-zero", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", "--discount=0",
+              match="--discount"),
+    _style_lm("discount-above-one", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", "--discount=1.5",
+              match="--discount"),
+    _style_lm("discount-not-a-number", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", "--discount=high",
+              match="discount"),
+    _style_lm("output-is-a-folder", "--sentences={t}/alt.tsv", "--output={t}/folder", match="directory"),
+    _style_lm("output-under-a-file", "--sentences={t}/alt.tsv", "--output={t}/empty.txt/lm.json", match="a file"),
+    _style_lm("output-read-only", "--sentences={t}/alt.tsv", "--output={ro}/lm.json", match="--output"),
+    _style_lm("output-folder-chmod", "--sentences={t}/alt.tsv", "--output={t}/locked/lm.json",
+              files={"locked/.keep": b""}, chmod={"locked": 0o500}, match="--output"),
+    *not_flags(STYLE_LM, "--sentences={t}/alt.tsv", "--output={t}/out/lm.json"),
 ]
 
 # --- capjax.metrics.human_eval -------------------------------------------------------------------------------------
@@ -700,7 +746,8 @@ PARAM_COUNT_CASES = [
 ]
 
 ALL_CASES = (MAIN_CASES + BUILD_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
-             + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES + EMBED_CASES)
+             + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES
+             + EMBED_CASES)
 # Root writes through any file mode: there the cases of unreadable or unwritable files run in a pytest of their own
 # without the capabilities that allow it (test_file_mode_cases_without_root_s_capabilities).
 MODE_CASES = [c for c in ALL_CASES if c.values[0].chmod]

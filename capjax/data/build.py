@@ -2,9 +2,9 @@
 
   python -m capjax.data.build --dataset=NAME[/CONFIG] [--data_dir=DIR] [--manual_dir=DIR] [--set KEY=VALUE ...]
 
-NAME is one of the project's builders (synthetic_scenes, cc3m, alt_text_captions, cc12m_llavanext). Builders that
-count what they left out print their report. (The `tfds build` CLI needs apache-beam even for builders that do not
-use it: tensorflow/datasets#5463.)
+NAME is one of the project's builders (synthetic_scenes, stylized_scenes, cc3m, alt_text_captions, cc12m_llavanext,
+flickrstyle10k, senticap). Builders that count what they left out print their report. (The `tfds build` CLI needs
+apache-beam even for builders that do not use it: tensorflow/datasets#5463.)
 """
 
 from __future__ import annotations

@@ -26,10 +26,23 @@ KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
         "tfds_builders.synthetic_scenes",
         "nothing to download: it is built automatically on first use, or by "
         "`python -m capjax.data.build --dataset=synthetic_scenes`"),
+    "stylized_scenes": (
+        "tfds_builders.stylized_scenes",
+        "nothing to download: it is built automatically on first use, or by "
+        "`python -m capjax.data.build --dataset=stylized_scenes`"),
     "cc3m": (
         "tfds_builders.cc3m",
         "download the Conceptual Captions TSVs and images (see tfds_builders/cc3m/README.md), then run "
         "`python -m capjax.data.build --dataset=cc3m --manual_dir=DIR --data_dir=DATA_DIR`"),
+    "flickrstyle10k": (
+        "tfds_builders.flickrstyle10k",
+        "download FlickrStyle_v0.9.zip and Flickr30K's images into DIR (see tfds_builders/flickrstyle10k/README.md), "
+        "then run `python -m capjax.data.build --dataset=flickrstyle10k --manual_dir=DIR --data_dir=DATA_DIR`"),
+    "senticap": (
+        "tfds_builders.senticap",
+        "download senticap_dataset.json and COCO's val2014 images into DIR (see tfds_builders/senticap/README.md), "
+        "then run `python -m capjax.data.build --dataset=senticap/positive --manual_dir=DIR --data_dir=DATA_DIR` "
+        "(and senticap/negative)"),
     "alt_text_captions": (
         "tfds_builders.alt_text_captions",
         "harvest alt-texts and download their images with img2dataset (see tfds_builders/alt_text_captions/README.md), "

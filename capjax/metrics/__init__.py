@@ -1,4 +1,5 @@
-"""COCO caption metrics at parity with pycocoevalcap: PTB tokenizer, BLEU, METEOR, ROUGE-L, CIDEr-D, SPICE.
+"""COCO caption metrics at parity with pycocoevalcap: PTB tokenizer, BLEU, METEOR, ROUGE-L, CIDEr-D, SPICE; and
+the stylized captioning metrics (`stylized`: those, `ppl` under a style's Kneser-Ney language model, `cls`).
 Importing is cheap: modules load on first use, and the Java scorers start a JVM only when constructed.
 """
 
@@ -17,6 +18,8 @@ _EXPORTS = {
     "Meteor": "capjax.metrics.meteor",
     "Spice": "capjax.metrics.spice",
     "ptb_tokenize": "capjax.metrics.tokenizer",
+    "stylized_scores": "capjax.metrics.stylized",
+    "StyleLanguageModel": "capjax.metrics.stylized_lm",
 }
 __all__ = sorted(_EXPORTS)
 

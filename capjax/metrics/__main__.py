@@ -1,26 +1,40 @@
 """COCO caption metrics of a COCO results file against COCO caption annotations, printed as one JSON object.
 
 Usage: python -m capjax.metrics REFS.json PREDS.json [--metrics=Bleu,METEOR,ROUGE_L,CIDEr[,SPICE]] [--notokenize]
+       python -m capjax.metrics REFS.json PREDS.json --style=STYLE --lm=LM.json [--style_model=DIR]
   REFS.json   COCO caption annotations (a JSON object with "images" and "annotations")
   PREDS.json  COCO results (a JSON list of {"image_id", "caption"} objects, one per image)
+
+With --style (romantic, humorous, positive, negative) it prints the stylized captioning metrics instead: Bleu_1,
+Bleu_3, METEOR, CIDEr, ppl (perplexity under the style's Kneser-Ney trigram model LM.json, written by
+`python -m capjax.metrics.stylized_lm`; ppl_tokens and ppl_oov say what it scored and skipped) and, with
+--style_model, cls (the share of captions the style classifier in DIR assigns to the style).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from absl import flags
 
 from capjax import cli
 from capjax.metrics.coco import DEFAULT_METRICS, METRICS, evaluate
+from capjax.metrics.stylized import STYLES, stylized_scores
+from capjax.metrics.stylized_lm import StyleLanguageModel
 
 _FLAGS = flags.FlagValues()
 _METRICS = flags.DEFINE_list("metrics", list(DEFAULT_METRICS), f"Comma-separated subset of {','.join(METRICS)}.",
                              flag_values=_FLAGS)
 _TOKENIZE = flags.DEFINE_bool("tokenize", True, "Run pycocoevalcap's PTB tokenization first (--notokenize: the "
                               "captions are already PTB-tokenized).", flag_values=_FLAGS)
+_STYLE = flags.DEFINE_string("style", "", f"Print the stylized metrics of this style ({', '.join(STYLES)}) instead "
+                             "of --metrics.", flag_values=_FLAGS)
+_LM = flags.DEFINE_string("lm", "", "With --style: the style's language model for ppl (JSON, written by `python -m "
+                          "capjax.metrics.stylized_lm`).", flag_values=_FLAGS)
+_STYLE_MODEL = flags.DEFINE_string("style_model", "", "With --style: the style classifier's directory, for cls.",
+                                   flag_values=_FLAGS)
 
 
 def _load_json(path: str, what: str) -> Any:
@@ -128,15 +142,53 @@ def parse_metrics(names: Sequence[str]) -> tuple[str, ...]:
   return metrics
 
 
+def _check_style_flags() -> None:
+  """--style, --lm and --style_model fit together (checked before any file is read)."""
+  style = _STYLE.value
+  if not style:
+    given = [f"--{name}" for name in ("lm", "style_model") if _FLAGS[name].value]
+    if given:
+      cli.fail(f"{' and '.join(given)} go with --style — add --style={'|'.join(STYLES)}, or drop them")
+    return
+  if style not in STYLES:
+    cli.fail(f"unknown style {style!r} — choose one of {', '.join(STYLES)}")
+  if _FLAGS["metrics"].present:
+    cli.fail("--metrics does not go with --style: the stylized metrics are Bleu_1, Bleu_3, METEOR, CIDEr, ppl and "
+             "cls — drop one of the two")
+  if not _LM.value:
+    cli.fail(f"--style needs --lm=FILE, the {style} language model for ppl — write one with `python -m "
+             f"capjax.metrics.stylized_lm --sentences={style.upper()}_SENTENCES.txt --output=LM.json --style={style}`")
+
+
+def _style_classifier(model_dir: str) -> Callable[[list[str]], list[str]]:
+  """The hook for `cls`: a function from captions to the style the classifier in `model_dir` gives each.
+
+  The style classifier (issue 18, part 2: a fine-tuned BERT in capjax/text_models) is not on this branch yet, so
+  asking for it is an error; when it lands, this loads it and `stylized_scores` gets its predictions."""
+  cli.fail(f"--style_model={model_dir}: the style classifier is not available in this version of capjax yet — "
+           "leave out --style_model (cls is left out)")
+
+
+def _stylized(refs: dict[Any, list[str]], preds: dict[Any, str]) -> dict[str, float | int]:
+  classify = _style_classifier(_STYLE_MODEL.value) if _STYLE_MODEL.value else None
+  lm = StyleLanguageModel.load(_LM.value)
+  predicted = classify([preds[image] for image in refs if image in preds]) if classify else None
+  return stylized_scores(refs, preds, _STYLE.value, lm, predicted, tokenize=_TOKENIZE.value)
+
+
 def main(argv: Sequence[str]) -> int:
   files = cli.parse(_FLAGS, argv, __doc__, positional=True)
   if len(files) != 2:
     cli.fail(f"expected two files, REFS.json PREDS.json, got {len(files)} argument(s) — see --help")
+  _check_style_flags()
   try:
     metrics = parse_metrics(_METRICS.value)
     refs, preds = load_references(files[0]), load_predictions(files[1])
     check_id_types(refs, preds, files[0], files[1])
-    scores = evaluate(refs, preds, metrics, tokenize=_TOKENIZE.value)
+    if _STYLE.value:
+      scores = _stylized(refs, preds)
+    else:
+      scores = evaluate(refs, preds, metrics, tokenize=_TOKENIZE.value)
   except OSError as error:
     cli.fail(f"cannot read {error.filename}: {error.strerror} — check the path and its permissions")
   except (ValueError, KeyError, RuntimeError, TimeoutError) as error:

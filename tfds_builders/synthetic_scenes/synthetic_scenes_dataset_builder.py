@@ -35,7 +35,8 @@ class SyntheticScenesConfig(tfds.core.BuilderConfig):
     return {"train": self.num_train, "validation": self.num_validation, "test": self.num_test}[split]
 
 
-def _features(example: scenes.Example, index: int) -> dict[str, object]:
+def example_features(example: scenes.Example, index: int) -> dict[str, object]:
+  """The record of `example` (index `index` of its split), as the builder writes it."""
   objects = example.scene.objects
   return {
       "id": index,
@@ -75,7 +76,7 @@ def generate_split(config: SyntheticScenesConfig,
   workers = _default_workers(size) if workers is None else workers
   if workers <= 1:
     for index in range(size):
-      yield index, _features(scenes.make_example(config.seed, split_index, index, config.image_size), index)
+      yield index, example_features(scenes.make_example(config.seed, split_index, index, config.image_size), index)
     return
   starts = range(0, size, chunk)
   stops = [min(start + chunk, size) for start in starts]
@@ -87,7 +88,7 @@ def generate_split(config: SyntheticScenesConfig,
                         starts, stops, itertools.repeat(config.image_size))
     for start, examples in zip(starts, chunks):
       for index, example in enumerate(examples, start):
-        yield index, _features(example, index)
+        yield index, example_features(example, index)
 
 
 class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
