@@ -208,3 +208,24 @@ def test_a_dual_encoder_trained_on_factual_pairs_retrieves_held_out_captions(sce
   assert dual_encoder.recall_at_k(i2t.ids, truth, 1) >= 0.25
   assert dual_encoder.recall_at_k(i2t.ids, truth, 5) >= 0.6
   assert dual_encoder.recall_at_k(t2i.ids, truth, 1) >= 0.25
+
+
+def test_the_feature_tower_learns_pairs_from_pooled_features():
+  """The image tower on pre-extracted pooled features (as the IRv2 variants give): 24 images whose features are
+  their caption's bag of words plus noise; after training, each image's own caption is its nearest text."""
+  from capjax.data.vocab import build_vocabulary  # noqa: PLC0415
+  from capjax.erg import dual_encoder  # noqa: PLC0415
+  rng = np.random.default_rng(0)
+  words = ["red", "blue", "green", "circle", "square", "triangle", "small", "large"]
+  captions = [f"a {words[6 + i % 2]} {words[i // 2 % 3]} {words[3 + i // 6 % 3]}" for i in range(24)]
+  assert len(set(captions)) == 18  # images 18..23 repeat captions of 0..5: the recall below counts either
+  vocab = build_vocabulary(captions, min_count=1)
+  bags = np.stack([[c.split().count(w) for w in words] for c in captions]).astype(np.float32)
+  features = np.concatenate([bags, rng.normal(scale=0.1, size=(24, 8))], axis=1).astype(np.float32)
+  model = dual_encoder.DualEncoder(
+      dual_encoder.ImageTower("features"),
+      dual_encoder.TextTransformer(len(vocab), width=32, num_layers=1, num_heads=2, mlp_dim=64, max_len=8), 32)
+  encoder, _ = dual_encoder.train(features, [[c] for c in captions], model=model, vocab=vocab, steps=150,
+                                  batch_size=12, learning_rate=1e-2, max_len=8)
+  found = retrieve.Retriever(encoder, bank_texts=captions).retrieve("i2t", features, k=1, threshold=-1.0)
+  assert [captions[i] for i in found.ids[:, 0]] == captions

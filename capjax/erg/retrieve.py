@@ -118,7 +118,6 @@ class Bank:
     padded = np.zeros((rows_per_shard * self.shards, self.dim), np.float32)
     padded[:self.size] = normalize(embeddings, "bank embeddings")
     self.rows = jax.device_put(padded, NamedSharding(self.mesh, P("data", None)))
-    self.normalized = padded[:self.size]  # for the faiss backend and the tests
 
   def search(self, queries: np.ndarray, k: int = 1, threshold: float = THRESHOLD) -> SearchResult:
     """The k most similar bank rows of each query row (exact), thresholded."""
@@ -180,24 +179,38 @@ def _search_fn(mesh: Mesh, size: int, chunk: int, k: int):
   return jax.jit(search)
 
 
+class FaissBank:
+  """The same exact search with faiss (IndexFlatIP on the normalised bank, built once): the optional CPU backend.
+  Its ids equal `Bank`'s wherever the k-th and (k+1)-th scores differ; among exactly equal scores faiss keeps its
+  own order."""
+
+  def __init__(self, embeddings: np.ndarray):
+    try:
+      import faiss  # noqa: PLC0415 (optional dependency)
+    except ModuleNotFoundError as e:
+      raise ModuleNotFoundError(
+          "the faiss backend needs faiss-cpu — install it with `pip install -e '.[faiss]'`") from e
+    embeddings = np.asarray(embeddings)
+    if embeddings.ndim != 2 or embeddings.shape[0] == 0:
+      raise ValueError(f"the bank is empty (shape {embeddings.shape}) — retrieve from at least one embedding")
+    self.size, self.dim = embeddings.shape
+    self.normalized = normalize(embeddings, "bank embeddings")
+    self.index = faiss.IndexFlatIP(self.dim)
+    self.index.add(np.ascontiguousarray(self.normalized))
+
+  def search(self, queries: np.ndarray, k: int = 1, threshold: float = THRESHOLD) -> SearchResult:
+    queries = np.asarray(queries)
+    if queries.ndim != 2 or queries.shape[1] != self.dim:
+      raise ValueError(f"queries have shape {queries.shape} but the bank's embeddings have dimension {self.dim} — "
+                       "embed queries and bank with the same encoder")
+    _check_k(k, self.size)
+    scores, ids = self.index.search(np.ascontiguousarray(normalize(queries, "query embeddings")), k)
+    return _threshold(ids.astype(np.int64), scores, threshold)
+
+
 def faiss_search(queries: np.ndarray, bank: np.ndarray, k: int = 1, threshold: float = THRESHOLD) -> SearchResult:
-  """The same exact search with faiss (IndexFlatIP on normalised vectors): the optional CPU backend."""
-  try:
-    import faiss  # noqa: PLC0415 (optional dependency)
-  except ModuleNotFoundError as e:
-    raise ModuleNotFoundError("the faiss backend needs faiss-cpu — install it with `pip install -e '.[faiss]'`") from e
-  bank = np.asarray(bank)
-  if bank.ndim != 2 or bank.shape[0] == 0:
-    raise ValueError(f"the bank is empty (shape {bank.shape}) — retrieve from at least one embedding")
-  queries = np.asarray(queries)
-  if queries.ndim != 2 or queries.shape[1] != bank.shape[1]:
-    raise ValueError(f"queries have shape {queries.shape} but the bank's embeddings have dimension {bank.shape[1]} — "
-                     "embed queries and bank with the same encoder")
-  _check_k(k, bank.shape[0])
-  index = faiss.IndexFlatIP(bank.shape[1])
-  index.add(np.ascontiguousarray(normalize(bank, "bank embeddings")))
-  scores, ids = index.search(np.ascontiguousarray(normalize(queries, "query embeddings")), k)
-  return _threshold(ids.astype(np.int64), scores, threshold)
+  """One search of `bank` with faiss (`FaissBank` keeps the index for many)."""
+  return FaissBank(bank).search(queries, k, threshold)
 
 
 def embed(encoder: Encoder, side: str, items: Any, batch_size: int = 256) -> np.ndarray:
@@ -233,14 +246,14 @@ class Retriever:
     if bank_images is None and bank_texts is None:
       raise ValueError("the bank is empty: no images and no texts — give bank_images, bank_texts or both")
     self.encoder, self.backend = encoder, backend
-    self.banks: dict[str, Bank | np.ndarray] = {}
+    self.banks: dict[str, Bank | FaissBank] = {}
     for side, items in (("image", bank_images), ("text", bank_texts)):
       if items is None:
         continue
       if len(items) == 0:
         raise ValueError(f"the bank's {side}s are empty — retrieve from at least one stylized scene")
       vectors = embed(encoder, side, items)
-      self.banks[side] = Bank(vectors, mesh, **bank_options) if backend == "jax" else vectors
+      self.banks[side] = Bank(vectors, mesh, **bank_options) if backend == "jax" else FaissBank(vectors)
 
   def retrieve(self, mode: str, queries: Any, k: int = 1, threshold: float = THRESHOLD) -> SearchResult:
     """The k nearest bank scenes of each query (images or texts, by `mode`'s query side)."""
@@ -250,8 +263,4 @@ class Retriever:
     if bank_side not in self.banks:
       raise ValueError(f"mode {mode} searches the bank's {bank_side}s, and this retriever has none — give "
                        f"bank_{bank_side}s")
-    vectors = embed(self.encoder, query_side, queries)
-    bank = self.banks[bank_side]
-    if isinstance(bank, Bank):
-      return bank.search(vectors, k, threshold)
-    return faiss_search(vectors, bank, k, threshold)
+    return self.banks[bank_side].search(embed(self.encoder, query_side, queries), k, threshold)
