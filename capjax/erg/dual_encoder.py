@@ -4,14 +4,15 @@
 The image tower reads pixels through the conv encoder (`capjax.models.encoders`) or pre-extracted features (the
 project's IRv2 grids or pooled vectors), mean-pooled and projected. The text tower is any Flax module mapping
 token ids [B, L] and a mask [B, L] to vectors [B, W]; `TextTransformer`, a small Transformer encoder from
-`capjax.models.layers` over the project's word vocabulary, is the default, and a BERT encoder can take its place.
+`capjax.models.layers` over the project's word vocabulary (`WordTokenizer`), is the default; a BERT encoder takes
+its place with its own tokenizer (any callable texts -> ids, mask).
 `TrainedEncoder` is the `capjax.erg.retrieve.Encoder` the retriever calls.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -105,15 +106,25 @@ def info_nce(image_emb: jax.Array, text_emb: jax.Array, scale: jax.Array) -> jax
                 + optax.softmax_cross_entropy_with_integer_labels(logits.T, labels).mean())
 
 
-def tokenize(vocab: Vocabulary, texts: Sequence[str], max_len: int) -> tuple[np.ndarray, np.ndarray]:
-  """Word ids [B, max_len] (truncated, PAD-padded) and their mask; an empty text keeps one PAD as its only key."""
-  ids = np.full((len(texts), max_len), PAD_ID, np.int32)
-  mask = np.zeros((len(texts), max_len), bool)
-  for row, text in enumerate(texts):
-    words = vocab.ids(text)[:max_len]
-    ids[row, :len(words)] = words
-    mask[row, :max(len(words), 1)] = True
-  return ids, mask
+@dataclasses.dataclass(frozen=True)
+class WordTokenizer:
+  """Texts -> word ids [B, max_len] (the project's vocabulary, truncated, PAD-padded) and their mask. A text tower
+  with its own tokenizer (BERT's WordPiece) comes with its own callable of the same signature."""
+
+  vocab: Vocabulary
+  max_len: int = 32
+
+  def __call__(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.full((len(texts), self.max_len), PAD_ID, np.int32)
+    mask = np.zeros((len(texts), self.max_len), bool)
+    for row, text in enumerate(texts):
+      words = self.vocab.ids(text)[:self.max_len]
+      ids[row, :len(words)] = words
+      mask[row, :max(len(words), 1)] = True  # an empty text keeps one PAD as its only key
+    return ids, mask
+
+
+Tokenizer = Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclasses.dataclass
@@ -122,8 +133,7 @@ class TrainedEncoder:
 
   model: DualEncoder
   params: Any
-  vocab: Vocabulary
-  max_len: int
+  tokenizer: Tokenizer
 
   def __post_init__(self):
     self._images = jax.jit(lambda p, x: self.model.apply({"params": p}, x, method=DualEncoder.embed_images))
@@ -133,7 +143,7 @@ class TrainedEncoder:
     return np.asarray(self._images(self.params, np.asarray(batch)))
 
   def embed_texts(self, texts: list[str]) -> np.ndarray:
-    return np.asarray(self._texts(self.params, *tokenize(self.vocab, texts, self.max_len)))
+    return np.asarray(self._texts(self.params, *self.tokenizer(texts)))
 
 
 def default_model(vocab_size: int, image_encoder: str = "conv", width: int = 128, embed_dim: int = 128,
@@ -145,7 +155,7 @@ def default_model(vocab_size: int, image_encoder: str = "conv", width: int = 128
 
 
 def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualEncoder | None = None,
-          vocab: Vocabulary | None = None, steps: int = 300, batch_size: int = 64, learning_rate: float = 2e-3,
+          tokenizer: Tokenizer | None = None, steps: int = 300, batch_size: int = 64, learning_rate: float = 2e-3,
           max_len: int = 32, seed: int = 0) -> tuple[TrainedEncoder, list[float]]:
   """Trains a dual encoder on (image, caption) pairs: each step draws `batch_size` distinct images and one of
   each image's captions (so no two rows of a batch are the same image: InfoNCE has no false negatives of that kind).
@@ -153,8 +163,9 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
   Args:
     images: [N, ...] pixels (uint8) or features, what the model's image tower reads.
     captions: N lists of factual captions (one or more per image).
-    model: default `default_model(len(vocab))`; any DualEncoder, e.g. with a BERT text tower.
-    vocab: default the training captions' words seen at least once.
+    model: default `default_model` over the tokenizer's vocabulary; any DualEncoder, e.g. with a BERT text tower.
+    tokenizer: texts -> (ids, mask) for the text tower; default a `WordTokenizer` over the training captions'
+      words (each seen at least once).
 
   Returns:
     The trained encoder and the loss of every step.
@@ -164,11 +175,14 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
                      "list per image")
   if any(len(c) == 0 for c in captions):
     raise ValueError("an image has no caption — give every image at least one")
-  vocab = vocab or build_vocabulary((c for cs in captions for c in cs), min_count=1)
-  model = model or default_model(len(vocab), max_len=max_len)
+  tokenizer = tokenizer or WordTokenizer(build_vocabulary((c for cs in captions for c in cs), min_count=1), max_len)
+  if model is None:
+    if not isinstance(tokenizer, WordTokenizer):
+      raise ValueError("a custom tokenizer needs its own model — pass model= with a text tower for its ids")
+    model = default_model(len(tokenizer.vocab), max_len=tokenizer.max_len)
   batch_size = min(batch_size, len(images))
   rng = np.random.default_rng(seed)
-  ids0, mask0 = tokenize(vocab, [captions[0][0]] * batch_size, max_len)
+  ids0, mask0 = tokenizer([captions[0][0]] * batch_size)
   init = jax.jit(lambda key, x, i, m: nn.meta.unbox(model.init(key, x, i, m)["params"]))  # one compile, not one per op
   params = init(jax.random.key(seed), np.asarray(images[:batch_size]), ids0, mask0)
   optimizer = optax.adamw(optax.warmup_cosine_decay_schedule(0.0, learning_rate, max(steps // 10, 1), max(steps, 2)),
@@ -187,9 +201,9 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
   for _ in range(steps):
     rows = rng.choice(len(images), batch_size, replace=False)
     texts = [captions[r][int(rng.integers(len(captions[r])))] for r in rows]
-    params, opt_state, loss = step(params, opt_state, np.asarray(images[rows]), *tokenize(vocab, texts, max_len))
+    params, opt_state, loss = step(params, opt_state, np.asarray(images[rows]), *tokenizer(texts))
     losses.append(float(loss))
-  return TrainedEncoder(model, params, vocab, max_len), losses
+  return TrainedEncoder(model, params, tokenizer), losses
 
 
 def recall_at_k(result_ids: np.ndarray, truth: np.ndarray, k: int = 1) -> float:
