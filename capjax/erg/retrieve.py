@@ -129,17 +129,17 @@ class Bank:
     queries = normalize(queries, "query embeddings")
     fn = _search_fn(self.mesh, self.size, self.chunk, k)
     replicated = sharding.replicated(self.mesh)
-    ids, scores = [], []
+    found = []  # device arrays: every batch is dispatched before any result is read back (no sync per batch)
     for start in range(0, len(queries), self.query_batch):
       batch = queries[start:start + self.query_batch]
       padded = np.zeros((self.query_batch, self.dim), np.float32)
       padded[:len(batch)] = batch
-      top_scores, top_ids = fn(jax.device_put(padded, replicated), self.rows)
-      scores.append(np.asarray(top_scores)[:len(batch)])
-      ids.append(np.asarray(top_ids)[:len(batch)])
-    if not ids:
+      found.append(fn(jax.device_put(padded, replicated), self.rows))
+    if not found:
       return _threshold(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32), threshold)
-    return _threshold(np.concatenate(ids).astype(np.int64), np.concatenate(scores), threshold)
+    scores = np.concatenate([np.asarray(s) for s, _ in found])[:len(queries)]
+    ids = np.concatenate([np.asarray(i) for _, i in found])[:len(queries)].astype(np.int64)
+    return _threshold(ids, scores, threshold)
 
 
 @functools.lru_cache(maxsize=32)
