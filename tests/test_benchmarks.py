@@ -58,3 +58,23 @@ def test_decode_speed_prints_its_tables():
   # The validation share of the debug config: eval_every 10, 64 images, decoded greedily as the demo does.
   assert len(rows) == 3 and rows[2][0] == "configs/t2t.py:shapes,debug"
   assert rows[2][1].endswith("(16)") and rows[2][2:5] == ["10", "64", "greedy"] and rows[2][6].endswith("%")
+
+
+def test_retrieval_speed_prints_both_backends_and_the_projection():
+  proc = subprocess.run([sys.executable, "benchmarks/retrieval_speed.py", "--queries=300", "--bank=2000", "--dim=32",
+                         "--k=5", "--query_batch=128"],
+                        cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
+          if line.startswith("| jax") or line.startswith("| faiss")]
+  try:
+    import faiss  # noqa: F401, PLC0415
+    assert [row[0] for row in rows] == ["jax", "faiss"]
+    assert "same top-5 ids from both: 100.00% of queries" in proc.stdout
+  except ModuleNotFoundError:
+    assert [row[0] for row in rows] == ["jax"] and "faiss: not installed" in proc.stdout
+  scale = (1_000_000 / 300) * (100_000 / 2_000)  # 300 x 2,000 measured; the projection scales to 1M x 100k
+  for row in rows:  # seconds printed to 3 decimals, the projection to whole seconds
+    seconds, projected = float(row[1]), float(row[3].split()[0].replace(",", ""))
+    assert abs(projected - seconds * scale) <= 0.0005 * scale + 1

@@ -1,0 +1,211 @@
+"""The retriever's own encoder: images and captions embedded in one space by two towers trained contrastively
+(symmetric InfoNCE with a learned temperature, as CLIP) on factual (image, caption) pairs.
+
+The image tower reads pixels through the conv encoder (`capjax.models.encoders`) or pre-extracted features (the
+project's IRv2 grids or pooled vectors), mean-pooled and projected. The text tower is any Flax module mapping
+token ids [B, L] and a mask [B, L] to vectors [B, W]; `TextTransformer`, a small Transformer encoder from
+`capjax.models.layers` over the project's word vocabulary (`WordTokenizer`), is the default; a BERT encoder takes
+its place with its own tokenizer (any callable texts -> ids, mask).
+`TrainedEncoder` is the `capjax.erg.retrieve.Encoder` the retriever calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from capjax.data.vocab import Vocabulary, build_vocabulary
+from capjax.models import encoders, layers
+from capjax.tokens import PAD_ID
+
+MAX_SCALE = 100.0  # CLIP's cap on the learned logit scale (1 / temperature): beyond it training turns unstable
+
+
+class TextTransformer(nn.Module):
+  """Pre-LN Transformer encoder over word ids, masked mean pooling: ids [B, L], mask [B, L] -> [B, width]."""
+
+  vocab_size: int
+  width: int = 128
+  num_layers: int = 2
+  num_heads: int = 4
+  mlp_dim: int = 256
+  max_len: int = 32
+
+  @nn.compact
+  def __call__(self, ids: jax.Array, mask: jax.Array) -> jax.Array:
+    x = layers.word_embedding(self.vocab_size, self.width)(ids) * jnp.sqrt(self.width)
+    x = x + layers.sinusoidal_positions(self.max_len, self.width)[None, :ids.shape[1]]
+    bias = jnp.where(mask[:, None, None, :], 0.0, layers.NEG_INF)  # [B, heads, query, key]: padding is no key
+    for i in range(self.num_layers):
+      y = layers.layer_norm(f"ln_attn_{i}")(x)
+      x = x + layers.MultiHeadAttention(self.num_heads, self.width // self.num_heads, name=f"attn_{i}")(
+          y, y, bias, deterministic=True)
+      x = x + layers.MLP(self.mlp_dim, name=f"mlp_{i}")(layers.layer_norm(f"ln_mlp_{i}")(x), deterministic=True)
+    x = layers.layer_norm("ln_out")(x)
+    weights = mask.astype(x.dtype)[..., None]
+    return (x * weights).sum(axis=1) / jnp.maximum(weights.sum(axis=1), 1.0)
+
+
+class ImageTower(nn.Module):
+  """Pixels through the conv encoder ("conv"), or feature grids / pooled features ("features"), mean-pooled."""
+
+  encoder: str = "conv"
+  widths: Sequence[int] = (32, 64, 128)
+  out_features: int = 128
+
+  @nn.compact
+  def __call__(self, images: jax.Array) -> jax.Array:
+    if self.encoder == "conv":
+      grid = encoders.ConvGridEncoder(tuple(self.widths), self.out_features, name="conv")(images)
+    elif self.encoder == "features":
+      grid = encoders.FeatureGrid(name="features")(images)
+    else:
+      raise ValueError(f"image encoder {self.encoder!r} is unknown — choose 'conv' (pixels) or 'features'")
+    return grid.mean(axis=(1, 2))
+
+
+class DualEncoder(nn.Module):
+  """Two towers, each projected to `embed_dim` and normalised, and the learned logit scale of their InfoNCE."""
+
+  image_tower: nn.Module
+  text_tower: nn.Module
+  embed_dim: int = 128
+  init_temperature: float = 0.07
+
+  def setup(self):
+    self.image_proj = nn.Dense(self.embed_dim, name="image_proj")
+    self.text_proj = nn.Dense(self.embed_dim, name="text_proj")
+    self.log_scale = self.param("log_scale", nn.initializers.constant(np.log(1 / self.init_temperature)), ())
+
+  def embed_images(self, images: jax.Array) -> jax.Array:
+    return _unit(self.image_proj(self.image_tower(images)))
+
+  def embed_texts(self, ids: jax.Array, mask: jax.Array) -> jax.Array:
+    return _unit(self.text_proj(self.text_tower(ids, mask)))
+
+  def __call__(self, images: jax.Array, ids: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    return self.embed_images(images), self.embed_texts(ids, mask), jnp.minimum(jnp.exp(self.log_scale), MAX_SCALE)
+
+
+def _unit(x: jax.Array) -> jax.Array:
+  return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-6)
+
+
+def info_nce(image_emb: jax.Array, text_emb: jax.Array, scale: jax.Array) -> jax.Array:
+  """Symmetric InfoNCE: pair i is the right answer for row i (image -> texts) and column i (text -> images)."""
+  logits = scale * image_emb @ text_emb.T
+  labels = jnp.arange(logits.shape[0])
+  return 0.5 * (optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+                + optax.softmax_cross_entropy_with_integer_labels(logits.T, labels).mean())
+
+
+@dataclasses.dataclass(frozen=True)
+class WordTokenizer:
+  """Texts -> word ids [B, max_len] (the project's vocabulary, truncated, PAD-padded) and their mask. A text tower
+  with its own tokenizer (BERT's WordPiece) comes with its own callable of the same signature."""
+
+  vocab: Vocabulary
+  max_len: int = 32
+
+  def __call__(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.full((len(texts), self.max_len), PAD_ID, np.int32)
+    mask = np.zeros((len(texts), self.max_len), bool)
+    for row, text in enumerate(texts):
+      words = self.vocab.ids(text)[:self.max_len]
+      ids[row, :len(words)] = words
+      mask[row, :max(len(words), 1)] = True  # an empty text keeps one PAD as its only key
+    return ids, mask
+
+
+Tokenizer = Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclasses.dataclass
+class TrainedEncoder:
+  """A trained dual encoder as the retriever's `Encoder`: images and texts -> unit vectors [B, embed_dim]."""
+
+  model: DualEncoder
+  params: Any
+  tokenizer: Tokenizer
+
+  def __post_init__(self):
+    self._images = jax.jit(lambda p, x: self.model.apply({"params": p}, x, method=DualEncoder.embed_images))
+    self._texts = jax.jit(lambda p, i, m: self.model.apply({"params": p}, i, m, method=DualEncoder.embed_texts))
+
+  def embed_images(self, batch: Any) -> np.ndarray:
+    return np.asarray(self._images(self.params, np.asarray(batch)))
+
+  def embed_texts(self, texts: list[str]) -> np.ndarray:
+    return np.asarray(self._texts(self.params, *self.tokenizer(texts)))
+
+
+def default_model(vocab_size: int, image_encoder: str = "conv", width: int = 128, embed_dim: int = 128,
+                  max_len: int = 32, conv_widths: Sequence[int] = (32, 64, 128)) -> DualEncoder:
+  """The conv (or features) image tower and a 2-layer Transformer text tower of `width` channels."""
+  return DualEncoder(ImageTower(image_encoder, tuple(conv_widths), width),
+                     TextTransformer(vocab_size, width, num_layers=2, num_heads=4, mlp_dim=2 * width, max_len=max_len),
+                     embed_dim)
+
+
+def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualEncoder | None = None,
+          tokenizer: Tokenizer | None = None, steps: int = 300, batch_size: int = 64, learning_rate: float = 2e-3,
+          max_len: int = 32, seed: int = 0) -> tuple[TrainedEncoder, list[float]]:
+  """Trains a dual encoder on (image, caption) pairs: each step draws `batch_size` distinct images and one of
+  each image's captions (so no two rows of a batch are the same image: InfoNCE has no false negatives of that kind).
+
+  Args:
+    images: [N, ...] pixels (uint8) or features, what the model's image tower reads.
+    captions: N lists of factual captions (one or more per image).
+    model: default `default_model` over the tokenizer's vocabulary; any DualEncoder, e.g. with a BERT text tower.
+    tokenizer: texts -> (ids, mask) for the text tower; default a `WordTokenizer` over the training captions'
+      words (each seen at least once).
+
+  Returns:
+    The trained encoder and the loss of every step.
+  """
+  if len(images) != len(captions) or len(images) < 2:
+    raise ValueError(f"{len(images)} images and {len(captions)} caption lists — give at least two pairs, one caption "
+                     "list per image")
+  if any(len(c) == 0 for c in captions):
+    raise ValueError("an image has no caption — give every image at least one")
+  tokenizer = tokenizer or WordTokenizer(build_vocabulary((c for cs in captions for c in cs), min_count=1), max_len)
+  if model is None:
+    if not isinstance(tokenizer, WordTokenizer):
+      raise ValueError("a custom tokenizer needs its own model — pass model= with a text tower for its ids")
+    model = default_model(len(tokenizer.vocab), max_len=tokenizer.max_len)
+  batch_size = min(batch_size, len(images))
+  rng = np.random.default_rng(seed)
+  ids0, mask0 = tokenizer([captions[0][0]] * batch_size)
+  init = jax.jit(lambda key, x, i, m: nn.meta.unbox(model.init(key, x, i, m)["params"]))  # one compile, not one per op
+  params = init(jax.random.key(seed), np.asarray(images[:batch_size]), ids0, mask0)
+  optimizer = optax.adamw(optax.warmup_cosine_decay_schedule(0.0, learning_rate, max(steps // 10, 1), max(steps, 2)),
+                          weight_decay=1e-4)
+  opt_state = optimizer.init(params)
+
+  @jax.jit
+  def step(params, opt_state, images, ids, mask):
+    def loss_fn(p):
+      return info_nce(*model.apply({"params": p}, images, ids, mask))
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+  losses = []
+  for _ in range(steps):
+    rows = rng.choice(len(images), batch_size, replace=False)
+    texts = [captions[r][int(rng.integers(len(captions[r])))] for r in rows]
+    params, opt_state, loss = step(params, opt_state, np.asarray(images[rows]), *tokenizer(texts))
+    losses.append(float(loss))
+  return TrainedEncoder(model, params, tokenizer), losses
+
+
+def recall_at_k(result_ids: np.ndarray, truth: np.ndarray, k: int = 1) -> float:
+  """Share of queries whose true bank row is among their first k ids."""
+  return float(np.mean((result_ids[:, :k] == np.asarray(truth)[:, None]).any(axis=1)))
