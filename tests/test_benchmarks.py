@@ -78,3 +78,14 @@ def test_retrieval_speed_prints_both_backends_and_the_projection():
   for row in rows:  # seconds printed to 3 decimals, the projection to whole seconds
     seconds, projected = float(row[1]), float(row[3].split()[0].replace(",", ""))
     assert abs(projected - seconds * scale) <= 0.0005 * scale + 1
+
+
+def test_input_pipeline_prints_the_waiting_share_of_the_demo(tmp_path):
+  proc = subprocess.run([sys.executable, "benchmarks/input_pipeline.py", "--cases=shapes", "--setting=1/2",
+                         "--shapes_builder_config=tiny", "--steps=2", f"--data_dir={tmp_path}"],
+                        cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+                        timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
+          if line.startswith("| 1/2")]
+  assert len(rows) == 1 and len(rows[0]) == 5 and rows[0][4].endswith("%")
