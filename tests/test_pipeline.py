@@ -65,7 +65,7 @@ def test_same_seed_same_stream_and_resume_from_state():
     np.testing.assert_array_equal(next(b)["targets"], want)
 
 
-def test_the_processes_shares_make_up_the_single_process_batches(monkeypatch):
+def test_the_shares_of_the_processes_make_up_the_single_process_batches(monkeypatch):
   # 3 processes x 2 examples each, stacked in process order, are the 1-process global batch of 6, over 4 epochs of
   # 10 examples (batches that straddle an epoch included), images and drawn references alike.
   source = _source()
