@@ -5,7 +5,8 @@
 
 --workdir defaults to workdir/<config name>[_<variants>] (e.g. workdir/t2t_shapes for configs/t2t.py:shapes),
 printed first. Training resumes from the workdir's latest checkpoint. SIGTERM or Ctrl-C finishes the current step,
-saves it and exits 0; rerunning the same command resumes there. Multi-host JAX starts when a cluster is detected.
+saves it and exits 0; rerunning the same command resumes there. Multi-host JAX starts when a cluster is detected;
+there a SIGTERM to any process makes all of them save one agreed step and exit 0 (JAX's preemption sync point).
 """
 
 from __future__ import annotations

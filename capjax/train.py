@@ -1,7 +1,8 @@
 """The training loop: state initialised on the mesh, the jitted train step, periodic evaluation, checkpoints.
 
 Read top to bottom: mesh, input, model and optimizer, sharded init, checkpoint restore, train loop, final eval.
-A SIGTERM or SIGINT during the loop stops it after the current step with a checkpoint (`capjax.preemption`).
+A SIGTERM or SIGINT during the loop stops it after a step with a checkpoint: the current step in one process, the
+step all processes agree on in several (`capjax.preemption.AgreedStop`: JAX's preemption sync point).
 """
 
 from __future__ import annotations
@@ -247,21 +248,6 @@ def truncate_history(path: str, step: int) -> None:
   os.replace(path + ".tmp", path)
 
 
-def _stop_agreed(stop: preemption.StopRequest, step: int, log_step: bool) -> bool:
-  """Whether to stop after `step`: a signal to this process, or with several processes, to any of them.
-
-  Processes save a checkpoint together, so they must stop at the same step, while a signal may reach some of them
-  only or a step apart. They agree by an all-gather at log steps only, where the loop already waits for the step's
-  metrics: elsewhere it would stall the asynchronous dispatch of every step.
-  """
-  if jax.process_count() == 1:
-    return stop.requested
-  if not log_step:
-    return False
-  from jax.experimental import multihost_utils  # noqa: PLC0415 (multi-host only)
-  return bool(np.any(multihost_utils.process_allgather(np.int32(stop.requested))))
-
-
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split.
 
@@ -282,6 +268,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       raise ConfigError(f"{name}={size} is not divisible by the mesh's data axis ({mesh.shape['data']}) — "
                        f"set --config.{name} to a multiple of it, or --config.mesh.data to a divisor")
 
+  # --- Checkpoints: the step to resume from, registered at once with JAX's preemption sync point (AgreedStop:
+  # a notice before that is lost) ---
+  mngr = checkpoint_manager(workdir, config)
+  latest = mngr.latest_step()
+  stop = preemption.AgreedStop(latest or 0)
+
   # --- Input Pipeline ---
   train_source = sources.data_source(config.dataset, config.dataset.train_split)
   vocab = load_or_build_vocab(config, workdir, train_source)
@@ -291,10 +283,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   # --- Create Model & Optimizer, Shard & Transfer ---
   setup = make_setup(config, len(vocab), mesh, inputs)
   writer = metric_writers.create_default_writer(workdir, just_logging=jax.process_index() > 0)
-  mngr = checkpoint_manager(workdir, config)
 
   # --- Load Checkpoint ---
-  latest = mngr.latest_step()
   if latest is not None:
     state = restore_state(mngr, latest, setup, train_iter)
     logging.info("Resumed from step %d", latest)
@@ -312,8 +302,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   total = config.num_train_steps
   t_last, step_last = time.time(), step
   interrupted = False
-  with preemption.StopRequest("after the current step" if jax.process_count() == 1 else
-                              "after the next log step (all processes together)") as stop:
+  with stop:
     while step < total:
       batch = sharding.host_to_global(next(train_iter), mesh)
       state, metrics = setup.train_step(state, batch)
@@ -341,7 +330,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         scores = {BEST_METRIC: float(result.metrics[BEST_METRIC])}
       # Checked after the validation: a signal during it waits for its end, so the checkpoint has its score and
       # the resumed run keeps and picks checkpoints as an uninterrupted one would.
-      interrupted = _stop_agreed(stop, step, log_step)
+      interrupted = stop.after(step, log_step)
       if scores is not None or interrupted or step % config.checkpoint_every == 0:
         mngr.save(step, args=_save_args(state, train_iter), metrics=scores or {})
       if interrupted:
@@ -354,7 +343,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   interrupted = interrupted or (stop.requested and jax.process_count() == 1)
   if interrupted:
     logging.warning("Stopped by %s at step %d: checkpoint saved; rerun the same command to resume",
-                    stop.name or "a signal to another process", step)
+                    stop.name, step)
     writer.close()
     mngr.close()
     return {"metrics": {}, "outputs": {}, "interrupted_at": step}

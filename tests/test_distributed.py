@@ -1,5 +1,5 @@
 """capjax.distributed: jax.distributed starts only when asked or when a cluster is detected; `sync` is a no-op in
-one process. (The multi-process path runs in launch/multiprocess_cpu.sh.)"""
+one process. (The multi-process path: tests/test_multihost.py, and launch/multiprocess_cpu.sh.)"""
 
 import jax
 import pytest

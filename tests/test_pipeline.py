@@ -65,6 +65,25 @@ def test_same_seed_same_stream_and_resume_from_state():
     np.testing.assert_array_equal(next(b)["targets"], want)
 
 
+def test_the_shares_of_the_processes_make_up_the_single_process_batches(monkeypatch):
+  # 3 processes x 2 examples each, stacked in process order, are the 1-process global batch of 6, over 4 epochs of
+  # 10 examples (batches that straddle an epoch included), images and drawn references alike.
+  source = _source()
+  vocab = _vocab(source)
+  single = pipeline.train_iterator(_config(batch=6), source, vocab, "image")
+  expected = [next(single) for _ in range(7)]
+  monkeypatch.setattr(pipeline.jax, "process_count", lambda: 3)
+  shares = []
+  for p in range(3):
+    monkeypatch.setattr(pipeline.jax, "process_index", lambda p=p: p)
+    it = pipeline.train_iterator(_config(batch=6), source, vocab, "image")
+    shares.append([next(it) for _ in range(7)])
+  for i, want in enumerate(expected):
+    for key in ("image", "inputs", "targets"):
+      assert all(s[i][key].shape[0] == 2 for s in shares)
+      np.testing.assert_array_equal(np.concatenate([s[i][key] for s in shares]), want[key], err_msg=f"{i} {key}")
+
+
 def test_eval_batches_pad_the_last_batch_with_minus_one():
   source = _source(10)
   batches = list(pipeline.eval_batches(source, 64, global_batch_size=4))

@@ -57,15 +57,22 @@ def process_batch_size(global_batch_size: int) -> int:
 
 def train_iterator(config: ml_collections.ConfigDict, source, vocab: Vocabulary, key: str) -> grain.DatasetIterator:
   """An endless, checkpointable iterator of this process's share of each global training batch; `key` is the
-  record field the model reads (`sources.input_spec(config).key`)."""
+  record field the model reads (`sources.input_spec(config).key`).
+
+  The global batches do not depend on the number of processes: every process orders the whole split the same way
+  (same seed), cuts it into blocks of its share, and takes every `process_count`-th block from its own index. The
+  global batch `g` is then examples `g*B .. (g+1)*B - 1` of one shuffled stream, as in a single process, so a
+  2-process run trains on exactly what a 1-process run does (tests/test_multihost.py compares the losses). grain's
+  MapDataset is random access: a process decodes and transforms only the blocks it takes.
+  """
   augment = preprocess.AugmentConfig(
       crop=config.augment.crop, crop_min_scale=config.augment.crop_min_scale, color=config.augment.color)
   ds = grain.MapDataset.source(source)
-  ds = ds[jax.process_index()::jax.process_count()]
   ds = ds.seed(config.seed).shuffle().repeat()
   ds = ds.random_map(TrainTransform(vocab, config.max_caption_tokens, config.dataset.image_size, augment,
                                     key))
   ds = ds.batch(process_batch_size(config.batch_size), drop_remainder=True)
+  ds = ds[jax.process_index()::jax.process_count()]
   read = grain.ReadOptions(num_threads=config.input.num_threads, prefetch_buffer_size=config.input.prefetch)
   return iter(ds.to_iter_dataset(read))
 
