@@ -214,9 +214,10 @@ def _flatten(data: Mapping[str, Sequence[str]], labels: Sequence[str]) -> tuple[
   return sentences, ids
 
 
-def train(data: Mapping[str, Sequence[str]], init: str | os.PathLike[str] | None = None,
+def train(data: Mapping[str, Sequence[str]], init: str | os.PathLike[str] | checkpoint.TextModel | None = None,
           settings: Settings | None = None, log=None) -> StyleClassifier:
-  """Fine-tunes a classifier on {label: sentences}: from the converted BERT in `init`, or a tiny random one."""
+  """Fine-tunes a classifier on {label: sentences}: from the converted BERT in `init` (a directory, or loaded),
+  or a tiny random one."""
   labels = check_labels(sorted(data, key=lambda s: (s != FACTUAL, s)))
   for label in labels:
     if not data[label]:
@@ -226,7 +227,7 @@ def train(data: Mapping[str, Sequence[str]], init: str | os.PathLike[str] | None
   sentences, targets = _flatten(data, labels)
   tmp = tempfile.TemporaryDirectory()
   if init:
-    model = checkpoint.load(init, "bert")
+    model = init if isinstance(init, checkpoint.TextModel) else checkpoint.load(init, "bert")
     config, tokenizer_dir = model.config, model.directory
     settings = settings or paper_settings(labels)
   else:
@@ -288,7 +289,13 @@ def read_training(spec: str) -> dict[str, list[str]]:
     if not sep or not path:
       raise StyleModelError(f"--train entry {item!r} is not STYLE=FILE — write e.g. romantic=rom.txt,factual=f.txt")
     check_labels([label, FACTUAL if label != FACTUAL else STYLES[0]])
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+    try:
+      lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+      raise StyleModelError(f"--train: {path} is not UTF-8 ({error.reason} at byte {error.start}) — save it as "
+                            "UTF-8") from error
+    except IsADirectoryError as error:
+      raise StyleModelError(f"--train: {path} is a directory — give a text file, one sentence per line") from error
     data[label] = [line for line in lines if line.strip()]
   return data
 
@@ -300,27 +307,32 @@ _OUTPUT = flags.DEFINE_string("output", None, "directory to write the classifier
                               required=True)
 _INIT = flags.DEFINE_string("init", "", "converted BERT-family checkpoint to start from (default: tiny random BERT)",
                             flag_values=FLAGS)
-_EPOCHS = flags.DEFINE_integer("epochs", None, "epochs (default: see the usage)", lower_bound=1, flag_values=FLAGS)
+_EPOCHS = flags.DEFINE_integer("epochs", None, "epochs (default: see the usage)", lower_bound=1,
+                                flag_values=FLAGS)
 _BATCH = flags.DEFINE_integer("batch_size", None, "mini-batch size", lower_bound=1, flag_values=FLAGS)
 _LR = flags.DEFINE_float("learning_rate", None, "AdamW learning rate", lower_bound=0.0, flag_values=FLAGS)
 
 
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
-  output = cli.writable_dir(_OUTPUT.value, "--output")
-  try:
+  try:  # every input is checked before --output is made: a run that stops at bad input writes nothing
     data = read_training(_TRAIN.value)
     labels = check_labels(list(data))
-    base = paper_settings(labels) if _INIT.value else RANDOM_INIT_SETTINGS
-    settings = dataclasses.replace(base, **{k: v for k, v in (("epochs", _EPOCHS.value), ("batch_size", _BATCH.value),
-                                                              ("learning_rate", _LR.value)) if v is not None})
-    classifier = train(data, _INIT.value or None, settings, log=lambda m: print(m, file=sys.stderr))
+    for label in labels:
+      if not data[label]:
+        raise StyleModelError(f"--train: no {label} sentences — give a file with at least one")
+    init = checkpoint.load(_INIT.value, "bert") if _INIT.value else None
   except OSError as error:
     cli.fail(f"--train: cannot read {error.filename}: {error.strerror} — check the path")
-  except UnicodeDecodeError as error:
-    cli.fail(f"--train: a file is not UTF-8 ({error.reason}) — save it as UTF-8")
-  except (StyleModelError, checkpoint.WeightsError) as error:
-    cli.fail(str(error) if " — " in str(error) else f"{error} — {checkpoint.CONVERT}")
+  except checkpoint.WeightsError as error:
+    cli.fail(f"--init={_INIT.value}: {error}")
+  except StyleModelError as error:
+    cli.fail(str(error))
+  output = cli.writable_dir(_OUTPUT.value, "--output")
+  base = paper_settings(labels) if init else RANDOM_INIT_SETTINGS
+  settings = dataclasses.replace(base, **{k: v for k, v in (("epochs", _EPOCHS.value), ("batch_size", _BATCH.value),
+                                                            ("learning_rate", _LR.value)) if v is not None})
+  classifier = train(data, init, settings, log=lambda m: print(m, file=sys.stderr))
   classifier.save(output)
   print(f"wrote a {'/'.join(classifier.labels)} classifier to {output}")
 

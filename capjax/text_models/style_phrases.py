@@ -266,17 +266,29 @@ def _lines(path: str, flag: str) -> list[str]:
 
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
+  # Every input is checked before the model loads and before anything is written.
   if bool(_SENTENCES.value) != bool(_STYLE.value):
     cli.fail("--sentences and --style go together — give both, or neither for stylized_scenes")
+  if _HELDOUT.value and not _SENTENCES.value:
+    cli.fail("--heldout goes with --sentences and --style — give them, or drop --heldout")
+  if _STYLE.value and _STYLE.value not in sc.STYLES:
+    cli.fail(f"unknown style {_STYLE.value!r} — choose one of {', '.join(sc.STYLES)}")
+  if not 0 < _EPS.value < 1:
+    cli.fail(f"--epsilon={_EPS.value} is not between 0 and 1 — the paper's is {EPSILON}")
+  for flag, path in (("--output", _OUTPUT.value), ("--html", _HTML.value)):
+    if path and os.path.isdir(path):
+      cli.fail(f"{flag}={path} is a directory — give the path of the file to write")
+    if path and (reason := cli.unwritable_reason(os.path.dirname(os.path.abspath(path)))):
+      cli.fail(f"{flag}={path}: its folder {reason} — choose a folder you can write to")
+  if _SENTENCES.value:
+    sentences = _lines(_SENTENCES.value, "--sentences")
+    heldout = _lines(_HELDOUT.value, "--heldout") if _HELDOUT.value else sentences
+    styles, held_styles = [_STYLE.value] * len(sentences), [_STYLE.value] * len(heldout)
+  else:
+    sentences, styles, _ = stylized_scenes_pairs(2, 100)
+    heldout, held_styles, _ = stylized_scenes_pairs(1, 100)
   try:
     extractor = Extractor(sc.StyleClassifier.load(_MODEL.value), _EPS.value, _PHRASE.value)
-    if _SENTENCES.value:
-      sentences = _lines(_SENTENCES.value, "--sentences")
-      heldout = _lines(_HELDOUT.value, "--heldout") if _HELDOUT.value else sentences
-      styles, held_styles = [_STYLE.value] * len(sentences), [_STYLE.value] * len(heldout)
-    else:
-      sentences, styles, _ = stylized_scenes_pairs(2, 100)
-      heldout, held_styles, _ = stylized_scenes_pairs(1, 100)
     extractor.choose_head(heldout, held_styles)
     extractions = extractor.extract(sentences, styles)
   except (sc.StyleModelError, ValueError) as error:
