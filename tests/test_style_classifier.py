@@ -8,6 +8,7 @@ the random-init defaults; about 30 s on two cores with TensorFlow's start).
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from capjax.metrics import __main__ as metrics_cli
 from capjax.metrics.stylized_lm import StyleLanguageModel
 from capjax.text_models import style_classifier as sc
 from capjax.text_models import style_phrases as sp
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "text_models" / "bert"
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +192,25 @@ def test_the_extraction_command_reports_a_directory_that_is_not_a_style_model(tm
   code, out = _run(sp.main, ["sp", f"--model={tmp_path}", f"--output={tmp_path / 'o.jsonl'}"], capsys)
   assert (code, out.err) == (2, f"error: {tmp_path} is not a style classifier (no style_classifier.json) — train "
                                 "one with `python -m capjax.text_models.style_classifier --output=DIR`\n")
+
+
+def test_training_from_a_converted_bert_uses_the_papers_settings(tmp_path, capsys):
+  """--init: the converted checkpoint's config and vocabulary are kept, its weights fine-tuned, the paper's
+  romantic/humorous settings (batch 32, 1e-5, 3 epochs) recorded."""
+  from capjax.text_models import checkpoint  # noqa: PLC0415
+  from capjax.tools import convert_weights as cw  # noqa: PLC0415
+  cw.main(["convert_weights", "--format=hf_bert", f"--input={FIXTURES}", f"--output={tmp_path / 'bert'}"])
+  (tmp_path / "rom.txt").write_text("\n".join(f"a dog {i} in love" for i in range(40)) + "\n")
+  (tmp_path / "fact.txt").write_text("\n".join(f"a dog {i}" for i in range(40)) + "\n")
+  sc.main(["sc", f"--train=romantic={tmp_path / 'rom.txt'},factual={tmp_path / 'fact.txt'}",
+           f"--init={tmp_path / 'bert'}", f"--output={tmp_path / 'model'}"])
+  capsys.readouterr()
+  model = sc.StyleClassifier.load(tmp_path / "model")
+  init = checkpoint.load(tmp_path / "bert", "bert")
+  assert model.config == init.config and model.settings == sc.Settings(32, 1e-5, 3)
+  assert (tmp_path / "model" / "vocab.txt").read_bytes() == (tmp_path / "bert" / "vocab.txt").read_bytes()
+  kernel = ("layer_0", "attention", "query", "kernel")
+  before, after = init.params, model.params["bert"]
+  for key in kernel:
+    before, after = before[key], after[key]
+  assert not np.array_equal(before, after)  # fine-tuned: 80 sentences, 2 steps an epoch, 3 epochs
