@@ -61,8 +61,9 @@ CONVERT, EXTRACT, EXTRACT_TFDS = "capjax.tools.convert_weights", "capjax.tools.e
     "capjax.tools.extract_tfds_features"
 HARVEST, PARAM_COUNT = "capjax.tools.harvest_alt_text", "capjax.tools.param_count"
 EMBED = "capjax.text_models.embed"
+STYLE_CLS, STYLE_PHRASES = "capjax.text_models.style_classifier", "capjax.text_models.style_phrases"
 COMMANDS = (MAIN, BUILD, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, STYLE_LM, CONVERT, EXTRACT, EXTRACT_TFDS,
-            HARVEST, PARAM_COUNT, EMBED)
+            HARVEST, PARAM_COUNT, EMBED, STYLE_CLS, STYLE_PHRASES)
 
 
 def _png() -> bytes:
@@ -391,8 +392,8 @@ METRICS_CASES = [
     _metrics("lm-without-style", REFS, PREDS, "--lm={t}/lm.json", match="--style"),
     _metrics("style-with-metrics", REFS, PREDS, "--style=romantic", "--lm={t}/lm.json", "--metrics=CIDEr",
              match="--metrics"),
-    _metrics("style-model-not-available", REFS, PREDS, "--style=romantic", "--lm={t}/lm.json", "--style_model={t}",
-             match="style classifier"),
+    _metrics("style-model-not-a-style-model", REFS, PREDS, "--style=romantic", "--lm={t}/lm.json", "--style_model={t}",
+             match="is not a style classifier"),
     _metrics("lm-missing", REFS, PREDS, "--style=romantic", "--lm={t}/missing.json", match="missing.json"),
     _metrics("lm-random-bytes", REFS, PREDS, "--style=romantic", "--lm={t}/random.bin", match="random.bin"),
     _metrics("lm-is-refs", REFS, PREDS, "--style=romantic", "--lm={t}/refs.json", match="language model"),
@@ -573,6 +574,68 @@ EMBED_CASES = [
     *not_flags(EMBED, "--weights={a}/bert", LINES, EMBED_OUT),
 ]
 
+# --- capjax.text_models.style_classifier and style_phrases ---------------------------------------------------------
+# Every case stops before training or loading a model: the inputs are checked first, and nothing is written.
+
+def _style_cls(name: str, *args: str, match: str = "", **kw):
+  return case(STYLE_CLS, name, *args, absent=("m",), match=match, **kw)
+
+
+ROM = "romantic={t}/alt.tsv"
+STYLE_CLS_CASES = [
+    _style_cls("no-output", match="--output"),
+    _style_cls("train-unknown-style", "--train=sarcastic={t}/alt.tsv,factual={t}/alt.tsv", "--output={t}/m",
+               match="unknown style 'sarcastic'"),
+    _style_cls("train-not-a-pair", "--train=romantic", "--output={t}/m", match="is not STYLE=FILE"),
+    _style_cls("train-one-class", f"--train={ROM}", "--output={t}/m", match="at least two"),
+    _style_cls("train-file-missing", "--train=romantic={t}/missing.txt,factual={t}/alt.tsv", "--output={t}/m",
+               match="missing.txt"),
+    _style_cls("train-file-empty", "--train=romantic={t}/empty.txt,factual={t}/alt.tsv", "--output={t}/m",
+               match="no romantic sentences"),
+    _style_cls("train-file-latin1", "--train=romantic={t}/latin1.tsv,factual={t}/alt.tsv", "--output={t}/m",
+               match="not UTF-8"),
+    _style_cls("train-file-random-bytes", "--train=romantic={t}/random.bin,factual={t}/alt.tsv", "--output={t}/m",
+               match="random.bin"),
+    _style_cls("train-file-is-a-folder", "--train=romantic={t}/folder,factual={t}/alt.tsv", "--output={t}/m",
+               match="is a directory"),
+    _style_cls("init-missing", f"--train={ROM},factual={{t}}/alt.tsv", "--init={t}/nothing", "--output={t}/m",
+               match="config.json is missing"),
+    _style_cls("init-gpt2", f"--train={ROM},factual={{t}}/alt.tsv", "--init={a}/gpt2", "--output={t}/m",
+               match="holds a gpt2 model"),
+    _style_cls("epochs-zero", "--epochs=0", "--output={t}/m", match="epochs"),
+    *not_flags(STYLE_CLS, "--output={t}/m"),
+]
+
+
+def _style_phrases(name: str, *args: str, match: str = "", **kw):
+  return case(STYLE_PHRASES, name, *args, absent=("o.jsonl",), match=match, **kw)
+
+
+OUT = "--output={t}/o.jsonl"
+STYLE_PHRASES_CASES = [
+    _style_phrases("no-model", OUT, match="--model"),
+    _style_phrases("no-output", "--model={t}/folder", match="--output"),
+    _style_phrases("model-missing", "--model={t}/nothing", OUT, match="is not a style classifier"),
+    _style_phrases("model-is-a-folder", "--model={t}/folder", OUT, match="is not a style classifier"),
+    _style_phrases("model-is-plain-bert", "--model={a}/bert", OUT, match="no style_classifier.json"),
+    _style_phrases("sentences-without-style", "--model={a}/bert", "--sentences={t}/alt.tsv", OUT,
+                   match="go together"),
+    _style_phrases("style-unknown", "--model={a}/bert", "--sentences={t}/alt.tsv", "--style=sarcastic", OUT,
+                   match="unknown style 'sarcastic'"),
+    _style_phrases("sentences-empty-file", "--model={a}/bert", "--sentences={t}/empty.txt", "--style=romantic", OUT,
+                   match="has no sentences"),
+    _style_phrases("sentences-empty-line", "--model={a}/bert", "--sentences={t}/gap.txt", "--style=romantic", OUT,
+                   files={"gap.txt": b"a dog in love\n\na cat\n"}, match="line 2 is empty"),
+    _style_phrases("sentences-latin1", "--model={a}/bert", "--sentences={t}/latin1.tsv", "--style=romantic", OUT,
+                   match="UTF-8"),
+    _style_phrases("sentences-missing", "--model={a}/bert", "--sentences={t}/missing.txt", "--style=romantic", OUT,
+                   match="missing.txt"),
+    _style_phrases("epsilon-one", "--model={a}/bert", "--epsilon=1", OUT, match="between 0 and 1"),
+    _style_phrases("output-is-a-folder", "--model={a}/bert", "--output={t}/folder", match="is a directory"),
+    _style_phrases("output-read-only", "--model={a}/bert", "--output={ro}/o.jsonl", match="--output"),
+    *not_flags(STYLE_PHRASES, "--model={a}/bert", OUT),
+]
+
 # --- capjax.tools.extract_features ---------------------------------------------------------------------------------
 
 IMAGES = "--images={t}/images/*.png"
@@ -747,7 +810,7 @@ PARAM_COUNT_CASES = [
 
 ALL_CASES = (MAIN_CASES + BUILD_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
              + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES
-             + EMBED_CASES)
+             + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES)
 # Root writes through any file mode: there the cases of unreadable or unwritable files run in a pytest of their own
 # without the capabilities that allow it (test_file_mode_cases_without_root_s_capabilities).
 MODE_CASES = [c for c in ALL_CASES if c.values[0].chmod]

@@ -190,8 +190,9 @@ def test_the_command_prints_the_stylized_metrics(files, capsys):
     (("--lm={lm}",), "--lm go with --style — add --style=romantic|humorous|positive|negative, or drop them"),
     (("--style=romantic", "--lm={lm}", "--metrics=CIDEr"), "--metrics does not go with --style: the stylized "
      "metrics are Bleu_1, Bleu_3, METEOR, CIDEr, ppl and cls — drop one of the two"),
-    (("--style=romantic", "--lm={lm}", "--style_model={dir}"), "--style_model={dir}: the style classifier is not "
-     "available in this version of capjax yet — leave out --style_model (cls is left out)"),
+    (("--style=romantic", "--lm={lm}", "--style_model={dir}"), "--style_model={dir}: {dir} is not a style "
+     "classifier (no style_classifier.json) — train one with `python -m capjax.text_models.style_classifier "
+     "--output=DIR`"),
     (("--style=humorous", "--lm={lm}"), "the language model was trained on romantic sentences, not humorous ones — "
      "give the humorous model, or train one with `python -m capjax.metrics.stylized_lm --style=humorous`"),
     (("--style=romantic", "--lm={dir}/missing.json"), "cannot read {dir}/missing.json: No such file or directory — "

@@ -161,12 +161,23 @@ def _check_style_flags() -> None:
 
 
 def _style_classifier(model_dir: str) -> Callable[[list[str]], list[str]]:
-  """The hook for `cls`: a function from captions to the style the classifier in `model_dir` gives each.
+  """The hook for `cls`: a function from captions to the style the classifier in `model_dir` gives each (a style
+  classifier written by `python -m capjax.text_models.style_classifier`; anything else is one error line)."""
+  from capjax.text_models import style_classifier  # noqa: PLC0415 (JAX and TensorFlow load only for cls)
+  try:
+    classifier = style_classifier.StyleClassifier.load(model_dir)
+  except style_classifier.StyleModelError as error:
+    cli.fail(f"--style_model={model_dir}: {error}")
+  if _STYLE.value not in classifier.labels:
+    cli.fail(f"--style_model={model_dir}: the style classifier knows {', '.join(classifier.labels)}, not "
+             f"{_STYLE.value} — train one on {_STYLE.value} sentences")
 
-  The style classifier (issue 18, part 2: a fine-tuned BERT in capjax/text_models) is not on this branch yet, so
-  asking for it is an error; when it lands, this loads it and `stylized_scores` gets its predictions."""
-  cli.fail(f"--style_model={model_dir}: the style classifier is not available in this version of capjax yet — "
-           "leave out --style_model (cls is left out)")
+  def classify(captions: list[str]) -> list[str]:
+    # An empty caption has no words to classify: it is not in the style.
+    words = [caption for caption in captions if caption.strip()]
+    predicted = iter(classifier.predict(words) if words else [])
+    return [next(predicted) if caption.strip() else "" for caption in captions]
+  return classify
 
 
 def _stylized(refs: dict[Any, list[str]], preds: dict[Any, str]) -> dict[str, float | int]:

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from capjax.scenes import grammar
+from capjax.scenes import grammar, sample
 
 STYLES: tuple[str, ...] = ("romantic", "humorous")
 # Two to four words each; no word of the scene grammar and no word shared between the styles, so that the planted
@@ -74,3 +74,12 @@ def stylize(factual: str, rng: np.random.Generator) -> tuple[StylizedCaption, ..
 def stylized_captions(seed: int, split_index: int, index: int, factual: str) -> tuple[StylizedCaption, ...]:
   """The stylized captions of example `index` of a split, grafted onto its canonical caption `factual`."""
   return stylize(factual, np.random.default_rng([seed, split_index, index, STYLE_STREAM]))
+
+
+def split_texts(seed: int, split_index: int, index: int) -> tuple[list[str], tuple[StylizedCaption, ...]]:
+  """(factual captions, stylized captions) of example `index` of a split, as `stylized_scenes` records them, without
+  rendering the image: text models train on these sentences, and painting 10,000 scenes they never see costs
+  seconds. (The factual split's records hold no stylized captions: ignore them there.)"""
+  rng = np.random.default_rng([seed, split_index, index])  # the draws of `capjax.scenes.make_example`
+  factual = grammar.captions(sample.sample_scene(rng), rng)
+  return factual, stylized_captions(seed, split_index, index, factual[0])
