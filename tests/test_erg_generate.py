@@ -1,0 +1,133 @@
+"""ERG's generator: trained on stylized_scenes' training captions, it grafts a given style phrase onto held-out
+factual captions and keeps their objects; the KV-cached search equals the full-pass one; bad input is one line."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import numpy as np
+import pytest
+
+from capjax.erg import generate
+from capjax.scenes import grammar, sample
+
+OBJECT_WORDS = frozenset((*sample.SIZES, *sample.COLOURS, *sample.SHAPES, *grammar.PLURALS.values()))
+NUM_TRAIN = 500  # images: 1,000 stylized captions
+
+
+def split_pairs(split: str, num: int) -> list[generate.Pair]:
+  from tfds_builders.stylized_scenes.stylized_scenes_dataset_builder import (  # noqa: PLC0415
+      StylizedScenesConfig, generate_split)
+  config = StylizedScenesConfig(name="erg_generate", num_train=num, num_validation=1, num_test=num, num_factual=1)
+  return generate.training_pairs(record for _, record in generate_split(config, split))
+
+
+@pytest.fixture(scope="module")
+def generator() -> generate.Generator:
+  """A tiny GPT-2 from scratch on stylized_scenes' training stylized captions (phrase + content from the spans)."""
+  return generate.train(split_pairs("train", NUM_TRAIN), generate.SCRATCH)
+
+
+@pytest.fixture(scope="module")
+def held_out() -> list[generate.Pair]:
+  """The test split's factual (canonical) captions, each with the style phrase planted in it by the dataset."""
+  return split_pairs("test", 100)
+
+
+def keeps_phrase_and_objects(output: str, pair: generate.Pair) -> bool:
+  """The phrase as consecutive words, and every object word (size, colour, shape) of the factual caption as often."""
+  words, phrase = output.split(), pair.phrase.split()
+  has_phrase = any(words[i:i + len(phrase)] == phrase for i in range(len(words)))
+  need = collections.Counter(w for w in pair.content.split() if w in OBJECT_WORDS)
+  return has_phrase and not need - collections.Counter(w for w in words if w in OBJECT_WORDS)
+
+
+def test_training_pairs_remove_the_planted_span():
+  pair = split_pairs("train", 1)[0]
+  assert pair.caption.split() != pair.content.split()
+  assert pair.phrase in pair.caption and pair.phrase not in pair.content
+  assert sorted(pair.caption.split()) == sorted(pair.content.split() + pair.phrase.split())
+
+
+def test_special_tokens_are_added_ids_not_text(generator):
+  vocab = generator.vocab
+  assert vocab.encode("[CLS] [SEP]") == [generate.tokens.UNK_ID] * 2  # as text they are unknown words
+  ids = generator.prompt_ids("in love", "a red circle")
+  assert ids[0] == vocab.cls_id and ids[3] == vocab.sep_id and vocab.decode(ids[1:3]) == "in love"
+
+
+def test_output_has_phrase_and_objects(generator, held_out):
+  outputs = generator.generate(held_out)
+  rate = np.mean([keeps_phrase_and_objects(o, p) for o, p in zip(outputs, held_out)])
+  print(f"phrase and objects kept in {rate:.1%} of {len(held_out)} held-out captions")
+  assert len(held_out) == 200
+  assert rate >= 0.8
+
+
+def test_beam_search_keeps_phrase_and_objects(generator, held_out):
+  pairs = held_out[:32]
+  outputs = generator.generate(pairs, beam_size=3)
+  assert np.mean([keeps_phrase_and_objects(o, p) for o, p in zip(outputs, pairs)]) >= 0.8
+
+
+def test_cached_decoding_equals_full_passes(generator, held_out):
+  pairs = held_out[:16]
+  cached = generator.generate_ids(pairs, cached=True)
+  np.testing.assert_array_equal(cached, generator.generate_ids(pairs, cached=False))
+  assert (cached[:, 0] != generate.tokens.EOS_ID).all()
+
+
+def test_save_load_and_command(generator, held_out, tmp_path, capsys):
+  directory = generate.save(generator, tmp_path / "gen")
+  loaded = generate.load(directory)
+  pairs = held_out[:8]
+  expected = generator.generate(pairs)
+  assert loaded.generate(pairs) == expected
+  inputs = tmp_path / "pairs.jsonl"
+  inputs.write_text("".join(json.dumps({"phrase": p.phrase, "caption": p.content}) + "\n" for p in pairs))
+  generate.main(["generate", f"--generator={directory}", f"--input={inputs}"])
+  lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+  assert [line["stylized"] for line in lines] == expected
+  tsv = tmp_path / "pairs.tsv"
+  tsv.write_text("".join(f"{p.phrase}\t{p.content}\n" for p in pairs))
+  generate.main(["generate", f"--generator={directory}", f"--input={tsv}", f"--output={tmp_path / 'out.jsonl'}"])
+  assert [json.loads(line)["stylized"] for line in (tmp_path / "out.jsonl").read_text().splitlines()] == expected
+
+
+def test_bad_input(generator):
+  with pytest.raises(generate.GeneratorError, match="no .phrase, caption. pairs"):
+    generator.generate([])
+  with pytest.raises(generate.GeneratorError, match="empty phrase"):
+    generator.generate([generate.Pair("  ", "a red circle")])
+  too_long = " ".join(["a red circle"] * 10)
+  with pytest.raises(generate.GeneratorError, match=f"longer than this generator's {generator.prompt_length}"):
+    generator.generate([generate.Pair("in love", too_long)])
+  with pytest.raises(generate.GeneratorError, match="no stylized captions to train on"):
+    generate.train([])
+
+
+def run_command(argv, capsys) -> str:
+  with pytest.raises(SystemExit) as exit_info:
+    generate.main(["generate", *argv])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith("error: ") and " — " in err
+  return err
+
+
+def test_command_bad_input(generator, tmp_path, capsys):
+  directory = generate.save(generator, tmp_path / "gen")
+  assert "is not a generator checkpoint" in run_command([f"--generator={tmp_path}", "--input=x.jsonl"], capsys)
+  empty = tmp_path / "empty.jsonl"
+  empty.write_text("\n")
+  assert "holds no (phrase, caption) pairs" in run_command([f"--generator={directory}", f"--input={empty}"], capsys)
+  long = tmp_path / "long.tsv"
+  long.write_text("in love\t" + " ".join(["a red circle"] * 10) + "\n")
+  assert "longer than this generator's" in run_command([f"--generator={directory}", f"--input={long}"], capsys)
+  bad = tmp_path / "bad.jsonl"
+  bad.write_text('{"phrase": "in love"}\n')
+  assert "line 1 is not a JSON object" in run_command([f"--generator={directory}", f"--input={bad}"], capsys)
+  assert "needs --output" in run_command(["--train"], capsys)
+  err = run_command(["--train", "--num_train=1", f"--output={tmp_path / 'o'}", f"--weights={directory}"], capsys)
+  assert f"--weights={directory}: {directory / 'config.json'} is missing" in err
