@@ -131,3 +131,40 @@ def test_command_bad_input(generator, tmp_path, capsys):
   assert "needs --output" in run_command(["--train"], capsys)
   err = run_command(["--train", "--num_train=1", f"--output={tmp_path / 'o'}", f"--weights={directory}"], capsys)
   assert f"--weights={directory}: {directory / 'config.json'} is missing" in err
+
+
+@pytest.fixture(scope="module")
+def converted_gpt2(tmp_path_factory):
+  """A converted GPT-2 directory as `convert_weights --format=hf_gpt2` writes it: a tiny random GPT-2 over a
+  byte-level BPE with no merges (256 byte symbols and <|endoftext|>)."""
+  import jax  # noqa: PLC0415
+  import jax.numpy as jnp  # noqa: PLC0415
+  from flax import linen as nn  # noqa: PLC0415
+  from capjax.text_models import checkpoint, gpt2, tokenizers  # noqa: PLC0415
+  root = tmp_path_factory.mktemp("gpt2")
+  symbols = [tokenizers.bytes_to_unicode()[b] for b in range(256)]
+  (root / "tok").mkdir()
+  (root / "tok" / "vocab.json").write_text(json.dumps({**{s: i for i, s in enumerate(symbols)}, "<|endoftext|>": 256}))
+  (root / "tok" / "merges.txt").write_text("#version: 0.2\n")
+  config = gpt2.GPT2Config(vocab_size=257, n_positions=256, n_embd=32, n_layer=2, n_head=2)
+  params = nn.meta.unbox(gpt2.GPT2(config).init(jax.random.key(1), jnp.zeros((1, 2), jnp.int32))["params"])
+  return checkpoint.save(root / "converted", "gpt2", config, params, {}, root / "tok"), params
+
+
+def test_imported_gpt2_grows_its_embedding_and_decodes_with_the_cache(converted_gpt2, tmp_path):
+  directory, imported = converted_gpt2
+  pairs = split_pairs("train", 4)
+  fresh = generate.new_generator(pairs, directory)
+  vocab = fresh.vocab
+  assert (vocab.cls_id, vocab.sep_id, vocab.bos_id, vocab.pad_id, vocab.eos_id) == (257, 258, 259, 260, 256)
+  assert fresh.params["wte"]["embedding"].shape == (261, 32)
+  np.testing.assert_array_equal(fresh.params["wte"]["embedding"][:257], imported["wte"]["embedding"])
+  assert vocab.decode(fresh.prompt_ids("in love", "a red circle")[1:-13]) == "in love"
+  # decode's PAD/BOS/EOS (0, 1, 2) are this model's 260, 259, 256: swapped both ways.
+  assert [int(vocab.token_map[i]) for i in (0, 1, 2, 256, 259, 260, 3)] == [260, 259, 256, 2, 1, 0, 3]
+  trained = generate.train(pairs, generate.PAPER, directory)
+  cached = trained.generate_ids(pairs[:4])
+  np.testing.assert_array_equal(cached, trained.generate_ids(pairs[:4], cached=False))
+  loaded = generate.load(generate.save(trained, tmp_path / "gen"))
+  assert isinstance(loaded.vocab, generate.BPEVocab)
+  assert loaded.generate(pairs[:4]) == trained.generate(pairs[:4])
