@@ -528,7 +528,10 @@ def main(argv: Sequence[str]) -> None:
       return
     if not values["generator"].value or not values["input"].value:
       cli.fail("generating needs --generator=DIR and --input=PAIRS.jsonl|.tsv (or --train to train) — see --help")
-    generator = load(values["generator"].value)
+    try:
+      generator = load(values["generator"].value)
+    except GeneratorError as error:
+      cli.fail(f"--generator={values['generator'].value}: {error}")
     pairs = read_pairs(values["input"].value)
     captions = generator.generate(pairs, values["beam_size"].value, values["batch_size"].value)
     lines = [json.dumps({"phrase": p.phrase, "caption": p.content, "stylized": c}) for p, c in zip(pairs, captions)]
