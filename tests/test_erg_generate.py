@@ -78,6 +78,29 @@ def test_cached_decoding_equals_full_passes(generator, held_out):
   assert (cached[:, 0] != generate.tokens.EOS_ID).all()
 
 
+def test_top_p_sampling(generator, held_out):
+  pairs = held_out[:32]
+  np.testing.assert_array_equal(generator.generate_ids(pairs, top_p=1e-6), generator.generate_ids(pairs))
+  first = generator.generate(pairs, top_p=1.0, seed=0)
+  assert generator.generate(pairs, top_p=1.0, seed=0) == first
+  assert generator.generate(pairs, top_p=1.0, seed=1) != first  # the placement of the phrase is a coin toss
+  assert np.mean([keeps_phrase_and_objects(o, p) for o, p in zip(generator.generate(pairs, top_p=0.9), pairs)]) >= 0.8
+  with pytest.raises(generate.GeneratorError, match="outside"):
+    generator.generate(pairs, top_p=0.0)
+
+
+def test_nucleus_samples_only_the_nucleus_in_proportion():
+  import jax  # noqa: PLC0415
+  import jax.numpy as jnp  # noqa: PLC0415
+  rows = 20_000
+  probs = jnp.asarray([0.05, 0.5, 0.15, 0.3])  # nucleus at 0.7: 0.5 and 0.3 (0.8 before the third)
+  fixed = generate.decode.StepFunctions(lambda x: x, lambda s, t, i: (jnp.tile(jnp.log(probs), (rows, 1)), s))
+  logits, _ = generate.nucleus(fixed, jnp.float32(0.7), jax.random.key(0)).step(None, None, 3)
+  counts = np.bincount(np.asarray(jnp.argmax(logits, -1)), minlength=4) / rows
+  assert counts[0] == counts[2] == 0
+  np.testing.assert_allclose(counts[[1, 3]], [0.625, 0.375], atol=0.015)
+
+
 def test_save_load_and_command(generator, held_out, tmp_path, capsys):
   directory = generate.save(generator, tmp_path / "gen")
   loaded = generate.load(directory)

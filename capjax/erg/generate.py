@@ -3,7 +3,7 @@
 Training reads stylized captions whose planted phrase is known: the prompt is `[CLS] phrase [SEP] content` (the
 caption without the phrase) and the target is the stylized caption; the loss covers the target only. Inference
 prompts with `[CLS] retrieved phrase [SEP] factual caption` and decodes with `capjax.decode`'s batched greedy or
-beam search over the GPT-2 key/value cache (the prompt is run once, then one token per step).
+beam search, or top-p sampling, over the GPT-2 key/value cache (the prompt runs once, then one token per step).
 
 Layout of a sequence (P = `prompt_length`, fixed per model so that every row's caption starts at position P and a
 batch needs no per-row positions): the prompt left-padded to P, then `<BOS>` caption `<EOS>`, right-padded.
@@ -28,7 +28,8 @@ which the data draws at random); at 12 epochs the phrase-and-objects rate was 82
 
 Command:
   python -m capjax.erg.generate --train --output=DIR [--weights=GPT2_DIR] [--num_train=500]
-  python -m capjax.erg.generate --generator=DIR --input=PAIRS.jsonl|.tsv [--beam_size=4] [--output_file=OUT.jsonl]
+  python -m capjax.erg.generate --generator=DIR --input=PAIRS.jsonl|.tsv [--beam_size=4 | --top_p=0.9]
+      [--output=OUT.jsonl]
 A JSONL line is {"phrase": ..., "caption": ...}; a TSV line is `phrase<TAB>caption`.
 """
 
@@ -167,7 +168,7 @@ class Generator:
   vocab: Vocab
   prompt_length: int
   caption_length: int
-  _searches: dict[tuple[int, bool], Any] = dataclasses.field(init=False, default_factory=dict, repr=False,
+  _searches: dict[tuple[int, bool, bool], Any] = dataclasses.field(init=False, default_factory=dict, repr=False,
                                                               compare=False)
 
   @property
@@ -202,7 +203,14 @@ class Generator:
     return ids if self.vocab.token_map is None else jnp.asarray(self.vocab.token_map)[ids]
 
   def _logits(self, logits: jax.Array) -> jax.Array:
-    return logits if self.vocab.token_map is None else logits[..., jnp.asarray(self.vocab.token_map)]
+    """Model logits -> decode ids' logits, the ids a caption never holds (`<PAD>`, `<BOS>`, `<UNK>`, `[CLS]`,
+    `[SEP]`) ruled out, so that no search or sample can put them in the text."""
+    if self.vocab.token_map is not None:
+      logits = logits[..., jnp.asarray(self.vocab.token_map)]
+    banned = [tokens.PAD_ID, tokens.BOS_ID, self.vocab.cls_id, self.vocab.sep_id]
+    if isinstance(self.vocab, WordVocab):
+      banned.append(tokens.UNK_ID)
+    return logits.at[..., jnp.asarray(banned)].set(decode.NEG_INF)
 
   def step_functions(self, cached: bool = True) -> decode.StepFunctions:
     """`capjax.decode` step functions over inputs (B, 2, P) = stacked prompt ids and mask. Cached: the prompt runs
@@ -232,27 +240,37 @@ class Generator:
 
     return decode.StepFunctions(init, step)
 
-  def generate_ids(self, pairs: Sequence[Pair], beam_size: int = 1, cached: bool = True) -> np.ndarray:
-    """(B, caption_length) decode ids: greedy (beam_size 1) or beam search, `<EOS>` then `<PAD>`."""
+  def generate_ids(self, pairs: Sequence[Pair], beam_size: int = 1, cached: bool = True, top_p: float | None = None,
+                   seed: int = 0) -> np.ndarray:
+    """(B, caption_length) decode ids, `<EOS>` then `<PAD>`: greedy (beam_size 1), beam search, or with `top_p`
+    nucleus sampling (reproducible per `seed`)."""
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+      raise GeneratorError(f"top_p={top_p} is outside (0, 1] — give the probability mass to sample from")
+    if top_p is not None and beam_size != 1:
+      raise GeneratorError("top_p sampling and beam search are exclusive — give one of them")
     ids, mask = self.prompts(pairs)
     inputs = jnp.asarray(np.stack([ids, mask], axis=1))
-    if (beam_size, cached) not in self._searches:  # jitted once per generator; parameters are an argument
-      self._searches[beam_size, cached] = jax.jit(self._search_fn(beam_size, cached))
-    return np.asarray(self._searches[beam_size, cached](self.params, inputs))
+    key = (beam_size, cached, top_p is not None)
+    if key not in self._searches:  # jitted once per generator and mode; parameters, p and the seed are arguments
+      self._searches[key] = jax.jit(self._search_fn(*key))
+    return np.asarray(self._searches[key](self.params, inputs, jnp.float32(top_p or 1.0), jax.random.key(seed)))
 
-  def _search_fn(self, beam_size: int, cached: bool):
-    def run(params, inputs):
+  def _search_fn(self, beam_size: int, cached: bool, sample: bool):
+    def run(params, inputs, top_p, rng):
       fns = dataclasses.replace(self, params=params).step_functions(cached)
+      if sample:
+        return decode.greedy_search(nucleus(fns, top_p, rng), inputs, self.caption_length)
       if beam_size == 1:
         return decode.greedy_search(fns, inputs, self.caption_length)
       return decode.beam_search(fns, inputs, self.caption_length, beam_size)[0]
     return run
 
-  def generate(self, pairs: Sequence[Pair], beam_size: int = 1, batch_size: int = 256) -> list[str]:
+  def generate(self, pairs: Sequence[Pair], beam_size: int = 1, batch_size: int = 256, top_p: float | None = None,
+               seed: int = 0) -> list[str]:
     """The stylized caption of each (phrase, factual caption), in batches of `batch_size` rows."""
     captions = []
     for start in range(0, max(len(pairs), 1), batch_size):
-      for row in self.generate_ids(pairs[start:start + batch_size], beam_size):
+      for row in self.generate_ids(pairs[start:start + batch_size], beam_size, top_p=top_p, seed=seed + start):
         words = []
         for token in row:
           if token in (tokens.EOS_ID, tokens.PAD_ID):
@@ -260,6 +278,25 @@ class Generator:
           words.append(int(token) if self.vocab.token_map is None else int(self.vocab.token_map[token]))
         captions.append(self.vocab.decode(words))
     return captions
+
+
+def nucleus(fns: decode.StepFunctions, top_p: jax.Array, rng: jax.Array) -> decode.StepFunctions:
+  """Step functions whose argmax is a top-p sample, so that `decode.greedy_search` samples (Gumbel-max: the argmax
+  of log p + Gumbel noise over the nucleus is a draw from p renormalised on it). The nucleus is the most probable
+  tokens whose mass before them is < top_p; the first token is always in it, so top_p -> 0 is greedy."""
+
+  def step(state, token, i):
+    logits, state = fns.step(state, token, i)
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32))
+    order = jnp.argsort(-logp, axis=-1)
+    sorted_p = jnp.exp(jnp.take_along_axis(logp, order, axis=-1))
+    before = jnp.cumsum(sorted_p, axis=-1) - sorted_p
+    keep = jnp.zeros_like(logp, bool).at[jnp.arange(logp.shape[0])[:, None], order].set(before < top_p)
+    keep = keep.at[jnp.arange(logp.shape[0]), order[:, 0]].set(True)
+    noise = jax.random.gumbel(jax.random.fold_in(rng, i), logp.shape)
+    return jnp.where(keep, logp + noise, decode.NEG_INF), state
+
+  return decode.StepFunctions(fns.init, step)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -502,6 +539,9 @@ def _flags():
                       "(phrase<TAB>caption) file", flag_values=values)
   flags.DEFINE_integer("beam_size", 1, "generate: 1 for greedy, more for beam search", lower_bound=1,
                        flag_values=values)
+  flags.DEFINE_float("top_p", None, "generate: sample from the nucleus of this probability mass instead of "
+                     "searching (with --seed)", flag_values=values)
+  flags.DEFINE_integer("seed", 0, "generate: the sampling seed for --top_p", flag_values=values)
   flags.DEFINE_integer("batch_size", 256, "generate: captions per batch", lower_bound=1, flag_values=values)
   return values
 
@@ -533,7 +573,8 @@ def main(argv: Sequence[str]) -> None:
     except GeneratorError as error:
       cli.fail(f"--generator={values['generator'].value}: {error}")
     pairs = read_pairs(values["input"].value)
-    captions = generator.generate(pairs, values["beam_size"].value, values["batch_size"].value)
+    captions = generator.generate(pairs, values["beam_size"].value, values["batch_size"].value,
+                                  values["top_p"].value, values["seed"].value)
     lines = [json.dumps({"phrase": p.phrase, "caption": p.content, "stylized": c}) for p, c in zip(pairs, captions)]
     if values["output"].value:
       pathlib.Path(values["output"].value).write_text("\n".join(lines) + "\n", encoding="utf-8")
