@@ -474,7 +474,8 @@ def captions_per_second(generator: Generator, pairs: Sequence[Pair], beam_size: 
 # ----------------------------------------------------------------------------------------------------------
 def scene_pairs(num: int, seed: int = 0, split_index: int = 0) -> list[Pair]:
   """Training pairs of the embedded data: stylized_scenes' split `split_index` (0: train) drawn in this process,
-  as its builder draws it (`capjax.scenes` for the factual caption, `capjax.scenes.stylized` for the phrases)."""
+  as its builder draws it (`capjax.scenes` for the factual caption, `capjax.scenes.stylized` for the phrases):
+  `tfds_builders` is an entry-point layer that `capjax.erg` may not import, and no build is needed."""
   from capjax import scenes  # noqa: PLC0415 (the command's data only)
   from capjax.scenes import stylized  # noqa: PLC0415
   pairs = []
