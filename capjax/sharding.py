@@ -2,11 +2,12 @@
 
 The only module that maps the logical axis names carried by parameters and activations to mesh axes.
 
-The mesh has three axes, (data, fsdp, model), in order of increasing communication: `data` replicates the model
-and splits the batch, `fsdp` splits the batch too and also shards parameters and optimizer state (fully sharded
-data parallelism: each layer's weights are all-gathered when used), `model` splits the wide dimensions of the
-layers (tensor parallelism). A rules table (`RULES`, chosen by `config.mesh.rules`) says which logical axis goes
-on which mesh axis, as in t5x and MaxText: a table is data, and the models only name their axes.
+The mesh has three axes, (data, fsdp, model), in order of increasing communication: `data` and `fsdp` split the
+batch, `model` splits the wide dimensions of the layers (tensor parallelism). A rules table (`RULES`, chosen by
+`config.mesh.rules`) says which logical axis goes on which mesh axis, as in t5x and MaxText: a table is data, and
+the models only name their axes. The `fsdp` tables also shard parameters and optimizer state over the batch axes
+(data, fsdp): ZeRO-3 over every data-parallel device, as the `data` axis alone of `--mesh=data=4,model=2` asks.
+The two batch axes differ in the tables that shard nothing over `fsdp` (dp, tp), which keep it at 1.
 
 Traced functions (init, the train step, decoding, feature extraction) run their model inside `axis_rules(mesh,
 rules)`, so that the models' `nn.with_logical_constraint` calls constrain activations; outside it they do nothing.
@@ -56,13 +57,14 @@ DP: Rules = (
     *((name, None) for name in _UNSHARDED),
 )
 
-# FSDP (ZeRO-3): each parameter and its optimizer state split over `fsdp` on its model-width dimension (MaxText's
-# `embed` -> fsdp), convolutions on their output channels; the batch over (data, fsdp).
+# FSDP (ZeRO-3): each parameter and its optimizer state split over the data-parallel devices, (data, fsdp), on its
+# model-width dimension (MaxText's `embed` -> fsdp), convolutions on their output channels; the batch likewise.
+# Every device of the batch split holds 1/n of the state and all-gathers a layer's weights when it runs it.
 FSDP: Rules = (
     ("batch", BATCH_AXES),
-    ("embed", "fsdp"),
-    ("lstm_in", "fsdp"),
-    ("conv_out", "fsdp"),
+    ("embed", BATCH_AXES),
+    ("lstm_in", BATCH_AXES),
+    ("conv_out", BATCH_AXES),
     *((name, None) for name in ("vocab", "mlp", "heads", "features", "lstm_gates", "conv_in", "classes")),
     *((name, None) for name in _UNSHARDED),
 )
@@ -82,7 +84,7 @@ TP: Rules = (
     *((name, None) for name in _UNSHARDED),
 )
 
-# Both: the wide dimensions on `model`, the model-width (and conv input) dimensions on `fsdp`.
+# Both: the wide dimensions on `model`, the model-width (and conv input) dimensions on (data, fsdp).
 FSDP_TP: Rules = (
     ("batch", BATCH_AXES),
     ("vocab", "model"),
@@ -91,9 +93,9 @@ FSDP_TP: Rules = (
     ("conv_out", "model"),
     ("classes", "model"),
     ("lstm_gates", "model"),
-    ("embed", "fsdp"),
-    ("lstm_in", "fsdp"),
-    ("conv_in", "fsdp"),
+    ("embed", BATCH_AXES),
+    ("lstm_in", BATCH_AXES),
+    ("conv_in", BATCH_AXES),
     ("features", None),
     *((name, None) for name in _UNSHARDED),
 )
@@ -119,7 +121,7 @@ def rules_of(config: ml_collections.ConfigDict) -> Rules:
   return RULES[rules_name(config.mesh)]
 
 
-def _fill(sizes: dict[str, int], total: int, what: str) -> dict[str, int]:
+def _fill(sizes: dict[str, int], total: int, what: str, unit: str = "devices") -> dict[str, int]:
   """Replaces the one -1 in `sizes` by what `total` leaves; a ConfigError when the product cannot be `total`."""
   known = math.prod(v for v in sizes.values() if v != -1)
   free = [k for k, v in sizes.items() if v == -1]
@@ -127,12 +129,12 @@ def _fill(sizes: dict[str, int], total: int, what: str) -> dict[str, int]:
     raise ConfigError(f"{what} has -1 for {' and '.join(free)} — at most one size may be -1")
   if free:
     if total % known:
-      raise ConfigError(f"{what} sizes {sizes} do not divide the {total} devices — pick divisors of {total}")
+      raise ConfigError(f"{what} sizes {sizes} do not divide the {total} {unit} — pick divisors of {total}")
     sizes = {**sizes, free[0]: total // known}
   if math.prod(sizes.values()) != total:
     shape = " x ".join(f"{k}={v}" for k, v in sizes.items())
-    raise ConfigError(f"mesh {shape} needs {math.prod(sizes.values())} devices but {total} are available — set one "
-                      "size to -1 to use them all, or pick sizes whose product is the device count")
+    raise ConfigError(f"{what} {shape} needs {math.prod(sizes.values())} {unit} but {total} are available — set "
+                      f"one size to -1 to use them all, or pick sizes whose product is the number of {unit}")
   return sizes
 
 
@@ -150,13 +152,14 @@ def mesh_shape(mesh_config: ml_collections.ConfigDict | Mapping[str, Any], num_d
   A -1 among the DCN sizes takes `num_slices`; a -1 among the ICI sizes takes what the devices of a slice leave.
   Sizes that cannot fit, and a rules table that leaves an axis larger than 1 unused, are ConfigErrors.
   """
-  dcn = _fill({a: _size(mesh_config, DCN_FIELDS[a]) for a in MESH_AXES}, num_slices, "mesh.dcn_*")
+  name = rules_name(mesh_config)
+  dcn = _fill({a: _size(mesh_config, DCN_FIELDS[a]) for a in MESH_AXES}, num_slices, "DCN mesh", "slices")
   slices = math.prod(dcn.values())
   if num_devices % slices:
     raise ConfigError(f"the DCN mesh has {slices} slices, which do not divide the {num_devices} devices — set "
                       "mesh.dcn_* to the number of slices")
-  ici = _fill({a: _size(mesh_config, a) for a in MESH_AXES}, num_devices // slices, "mesh")
-  name = rules_name(mesh_config)
+  ici = _fill({a: _size(mesh_config, a) for a in MESH_AXES}, num_devices // slices,
+              "mesh" if slices == 1 else f"mesh (in each of {slices} slices)")
   for axis in ("fsdp", "model"):
     if ici[axis] * dcn[axis] > 1 and axis not in _RULE_AXES[name]:
       users = [n for n, axes in _RULE_AXES.items() if axis in axes]
@@ -182,13 +185,16 @@ def make_mesh(config: ml_collections.ConfigDict, devices: Sequence[jax.Device] |
   With DCN sizes above 1 (multi-slice TPU), the mesh is `create_hybrid_device_mesh`'s: each axis is its ICI size
   within a slice times its DCN size across slices, so that the heavy `model` and `fsdp` traffic stays in a slice.
   """
+  return mesh_of(config.mesh, devices)
+
+
+def mesh_of(mesh_config: ml_collections.ConfigDict | Mapping[str, Any],
+            devices: Sequence[jax.Device] | None = None) -> Mesh:
+  """`make_mesh` from the `mesh` fields alone."""
   devices = list(jax.devices() if devices is None else devices)
-  ici, dcn = mesh_shape(config.mesh, len(devices), _num_slices(devices))
+  ici, dcn = mesh_shape(mesh_config, len(devices), _num_slices(devices))
   from jax.experimental import mesh_utils  # noqa: PLC0415 (mesh construction only)
-  if math.prod(dcn.values()) > 1:
-    if _num_slices(devices) == 1:
-      raise ConfigError(f"mesh.dcn_* {dcn} asks for several slices but the devices form one — DCN sizes are for "
-                        "multi-slice TPU: leave them at 1 here")
+  if math.prod(dcn.values()) > 1:  # several slices (mesh_shape checked that the devices form them)
     grid = mesh_utils.create_hybrid_device_mesh([ici[a] for a in MESH_AXES], [dcn[a] for a in MESH_AXES], devices,
                                                 allow_split_physical_axes=True)
   elif devices == jax.devices():
@@ -201,7 +207,7 @@ def make_mesh(config: ml_collections.ConfigDict, devices: Sequence[jax.Device] |
 
 def data_mesh(devices: Sequence[jax.Device]) -> Mesh:
   """The mesh of pure batch parallelism over `devices` (frozen-feature extraction): data = all of them."""
-  return make_mesh(ml_collections.ConfigDict({"data": -1, "fsdp": 1, "model": 1, "rules": "dp"}), devices)
+  return mesh_of({"data": -1, "fsdp": 1, "model": 1, "rules": "dp"}, devices)
 
 
 def abstract_mesh(sizes: Mapping[str, int]) -> AbstractMesh:
@@ -273,6 +279,26 @@ def bytes_per_device(shape: Sequence[int], dtype: Any, spec: P, sizes: Mapping[s
   """Bytes of one device's shard of an array of `shape` stored with `spec` (even shards: see `fit`)."""
   split = math.prod(sizes[a] for entry in spec for a in _axes(entry))
   return math.prod(shape) * np.dtype(dtype).itemsize // split
+
+
+def activation_bytes(shape: Sequence[int], dtype: Any, spec: P, sizes: Mapping[str, int]) -> int:
+  """Bytes of one device's part of an activation constrained to `spec`: a dimension that does not split evenly
+  is padded to the next multiple by XLA, so each device holds the rounded-up share."""
+  split = [math.prod(sizes[a] for a in _axes(entry)) for entry in spec] + [1] * (len(shape) - len(spec))
+  return math.prod(-(-dim // n) for dim, n in zip(shape, split)) * np.dtype(dtype).itemsize
+
+
+def constraints(jaxpr: Any) -> Iterator[tuple[jax.ShapeDtypeStruct, P, str]]:
+  """(shape and dtype, PartitionSpec, module path) of every sharding constraint in a closed jaxpr, nested ones
+  (scans, loops, remat) included: the activations a traced function constrains, without devices when traced under
+  an `abstract_mesh`."""
+  from jax.extend import core as jex_core  # noqa: PLC0415 (abstract evaluation only)
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "sharding_constraint":
+      aval = eqn.invars[0].aval
+      yield jax.ShapeDtypeStruct(aval.shape, aval.dtype), eqn.params["sharding"].spec, str(eqn.source_info.name_stack)
+    for sub in jex_core.jaxprs_in_params(eqn.params):
+      yield from constraints(sub)
 
 
 # ----------------------------------------------------------------------------------------------------------
