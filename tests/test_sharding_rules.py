@@ -27,18 +27,19 @@ MESHES = {"dp": {"data": 8}, "fsdp": {"data": 4, "fsdp": 2}, "tp": {"data": 4, "
 
 
 def _config(rules: str = "tp", **sizes):
-  c = config_util.load("configs/t2t.py:shapes,debug")
+  """The debug T2T (d=32, 2 heads, mlp 64, 64 vocabulary rows) on a small 4x4x24 feature grid: compiles fast."""
+  c = config_util.load("configs/t2t.py:debug")
+  c.dataset.feature_shape = (4, 4, 24)
   c.mesh.update({"data": 1, "fsdp": 1, "model": 1, **sizes, "rules": rules})
   c.batch_size = 16
-  c.optimizer.name = "adagrad"  # the paper's: its accumulators must follow the parameters
-  c.optimizer.learning_rate = 0.05
+  c.optimizer.learning_rate = 0.05  # the paper's Adagrad: its accumulators must follow the parameters
   c.optimizer.warmup_steps = 0
   return c
 
 
 def _batches():
   rng = np.random.default_rng(0)
-  return [{"image": rng.integers(0, 256, (16, 64, 64, 3), dtype=np.uint8),
+  return [{"image": rng.normal(size=(16, 4, 4, 24)).astype(np.float32),
            "inputs": rng.integers(4, VOCAB, (16, 16)).astype(np.int32),
            "targets": rng.integers(2, VOCAB, (16, 16)).astype(np.int32)} for _ in range(STEPS)]
 
@@ -161,18 +162,33 @@ def _expected(names: tuple[str, ...], shape: tuple[int, ...], table, sizes) -> P
   return P(*out)
 
 
-SPOT_CHECKS = {  # by hand, for the debug T2T (d=32, 2 heads, mlp 64, 64 vocabulary rows, conv widths 8, 16, 16)
+SPOT_CHECKS = {  # by hand, for the T2T of _config (24 feature channels)
     "dp": {("embed", "embedding"): P(None, None), ("decoder_0", "mlp", "wi", "kernel"): P(None, None)},
     "fsdp": {("embed", "embedding"): P(None, DF), ("decoder_0", "mlp", "wi", "kernel"): P(DF, None),
-             ("encoder_0", "attn", "query", "kernel"): P(DF, None, None),
-             ("image_encoder", "conv_0", "kernel"): P(None, None, None, DF), ("decoder_norm", "scale"): P(DF)},
+             ("encoder_0", "attn", "query", "kernel"): P(DF, None, None), ("visual_proj", "kernel"): P(None, DF),
+             ("decoder_norm", "scale"): P(DF)},
     "tp": {("embed", "embedding"): P("model", None), ("decoder_0", "mlp", "wo", "kernel"): P("model", None),
-           ("encoder_0", "attn", "out_kernel"): P("model", None, None), ("decoder_norm", "scale"): P(None)},
+           ("encoder_0", "attn", "out_kernel"): P("model", None, None), ("decoder_norm", "scale"): P(None),
+           ("visual_proj", "kernel"): P(None, None)},
     "fsdp_tp": {("embed", "embedding"): P("model", DF), ("decoder_0", "mlp", "wi", "kernel"): P(DF, "model"),
                 ("encoder_0", "attn", "query", "kernel"): P(DF, "model", None),
-                # 3 RGB input channels do not split 4 ways: that dimension stays whole
-                ("image_encoder", "conv_0", "kernel"): P(None, None, None, "model")},
+                ("encoder_0", "attn", "query", "bias"): P("model", None)},
 }
+IRV2_CHECKS = {  # its first convolution (3x3, 3 RGB channels -> 32) and a 10-class head, on the same meshes
+    "dp": (P(None, None, None, None), P(None, None)),
+    "fsdp": (P(None, None, None, DF), P(DF, None)),
+    "tp": (P(None, None, None, "model"), P("model", None)),  # conv_out comes first in the table, so classes wait
+    "fsdp_tp": (P(None, None, None, "model"), P("model", None)),  # 3 channels do not split 4 ways: they stay whole
+}
+
+
+def test_inception_resnet_v2_is_placed_as_each_table_says():
+  variables = irv2.abstract_variables(irv2.InceptionResNetV2(num_classes=10), image_size=irv2.MIN_IMAGE_SIZE)
+  for name, (conv, head) in IRV2_CHECKS.items():
+    specs = sharding.mesh_specs(variables, sharding.RULES[name],
+                                sharding.axis_sizes({**MESHES[name], "rules": name}, 8))["params"]
+    assert specs["Conv2d_1a_3x3"]["conv"]["kernel"] == conv, name
+    assert specs["Logits"]["kernel"] == head, name
 
 
 def test_parameters_and_optimizer_state_are_placed_as_the_table_says(run):
@@ -223,11 +239,12 @@ def test_an_activation_constraint_reaches_the_compiled_program():
   constraints splits the batch, so the compiled program's per-device (2, 64, 32) encoder stream (16 examples over
   data=8, 64 visual tokens, d=32; no parameter has that shape) is theirs. Traced without the rules, the same
   function has no constraint at all."""
-  config = _config("dp", data=8)
+  config = config_util.load("configs/t2t.py:shapes,debug")  # the conv encoder: 8x8 grid = 64 visual tokens
+  config.mesh.update(data=8, rules="dp")
   mesh = sharding.make_mesh(config)
   model, _, init_fn = state_init_fn(config, VOCAB, sources.input_spec(config))
   params = nn.unbox(jax.eval_shape(init_fn, jax.random.key(0)).params)  # lowered and compiled, never run
-  batch = _batches()[0]
+  batch = {"image": np.zeros((16, 64, 64, 3), np.uint8), "inputs": np.zeros((16, 16), np.int32)}
 
   def forward(params, images, tokens, rules):
     if rules is None:
