@@ -3,6 +3,10 @@ table says, the losses of one device, the promised per-device bytes, activation 
 compiled program, mesh settings that fail in one line, and the sharding report."""
 
 import math
+import os
+import pathlib
+import subprocess
+import sys
 
 import flax.linen as nn
 import jax
@@ -18,6 +22,7 @@ from capjax.models import inception_resnet_v2 as irv2
 from capjax.tools import sharding_report
 from capjax.train import make_setup, state_init_fn
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
 VOCAB = 37
 STEPS = 5
 DF = ("data", "fsdp")
@@ -357,3 +362,18 @@ def test_the_report_rejects_a_bad_mesh_or_rules_in_one_line(capsys, flag, messag
   err = capsys.readouterr().err.strip().splitlines()
   assert exit_info.value.code == 2
   assert len(err) == 1 and err[0].startswith(message), err
+
+
+@pytest.mark.parametrize("override, message", [
+    ("--config.mesh.rules=zero3", "error: mesh.rules='zero3' is not a rules table — choose one of dp, fsdp, tp, "
+                                  "fsdp_tp"),
+    ("--config.mesh.fsdp=-1", "error: mesh.data and mesh.fsdp are all -1 — at most one may be -1"),
+])
+def test_training_with_a_bad_mesh_or_rules_stops_in_one_line(tmp_path, override, message):
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
+  proc = subprocess.run([sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapes,debug", override,
+                         f"--workdir={tmp_path / 'w'}"], cwd=REPO, env=env, capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  [line] = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+  assert line.startswith(message) and "Traceback" not in proc.stderr
