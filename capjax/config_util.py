@@ -100,6 +100,32 @@ def validate(config: ml_collections.ConfigDict) -> None:
     value = _field(config, path)
     if value is not None and not 0 <= value < 1:
       raise ConfigError(f"{path}={value} is impossible — set --config.{path} in [0, 1)")
+  _validate_mesh(config)
   heads, d = _field(config, "model.num_heads"), _field(config, "model.d_model")
   if heads and d and _field(config, "model.name") == "t2t" and d % heads:
     raise ConfigError(f"model.d_model={d} is not divisible by model.num_heads={heads} — choose a d_model that is")
+
+
+MESH_SIZES = ("data", "fsdp", "model")  # capjax.sharding.MESH_AXES; dcn_<axis>: the same axis across TPU slices
+
+
+def _validate_mesh(config: ml_collections.ConfigDict) -> None:
+  """Mesh sizes are positive integers or -1 (one per group at most); the rules table's name, and whether the sizes
+  fit the devices and the rules, are checked by `capjax.sharding.make_mesh`, which knows the tables."""
+  for group in (MESH_SIZES, tuple(f"dcn_{axis}" for axis in MESH_SIZES)):
+    free = []
+    for name in group:
+      value = _field(config, f"mesh.{name}")
+      if value is None:
+        continue
+      if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
+        raise ConfigError(f"mesh.{name}={value!r} is impossible — set --config.mesh.{name} to a positive integer, "
+                          "or -1 for the devices left")
+      if value == -1:
+        free.append(name)
+    if len(free) > 1:
+      raise ConfigError(f"mesh.{' and mesh.'.join(free)} are all -1 — at most one may be -1: give the others sizes")
+  rules = _field(config, "mesh.rules")
+  if rules is not None and not isinstance(rules, str):
+    raise ConfigError(f"mesh.rules={rules!r} is not a table name — set --config.mesh.rules to one of "
+                      "capjax.sharding.RULES (dp, fsdp, tp, fsdp_tp)")

@@ -37,7 +37,8 @@ def grid_shape(image_size: int) -> tuple[int, int, int]:
 
 
 class Encoder:
-  """uint8 (B, S, S, 3) images -> {"grid", "pooled"} in `dtype`, the batch split over `devices`."""
+  """uint8 (B, S, S, 3) images -> {"grid", "pooled"} in `dtype`, the batch split over `devices` (the data-parallel
+  mesh and `dp` rules of `capjax.sharding`: a frozen encoder needs no optimizer state to shard)."""
 
   def __init__(self, variables: Any, devices: Sequence[jax.Device], dtype: str):
     self.mesh = sharding.data_mesh(devices)
@@ -48,7 +49,8 @@ class Encoder:
     self.variables = jax.device_put({"params": headless, "batch_stats": variables["batch_stats"]}, replicated)
 
     def encode(variables, images):
-      out = model.apply(variables, irv2.preprocess(images))
+      with sharding.axis_rules(self.mesh, sharding.DP):  # IRv2's activation constraints: the batch split
+        out = model.apply(variables, irv2.preprocess(images))
       return {k: out[k].astype(dtype) for k in FEATURE_KEYS}
     self._encode = jax.jit(encode, in_shardings=(replicated, self.batch_sharding),
                            out_shardings=self.batch_sharding)

@@ -8,7 +8,6 @@ step all processes agree on in several (`capjax.preemption.AgreedStop`: JAX's pr
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -98,6 +97,7 @@ class Setup:
   train_step: Any
   decode: Any
   inputs: sources.InputSpec
+  rules: sharding.Rules
 
 
 def dummy_inputs(inputs: sources.InputSpec, max_caption_tokens: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -134,10 +134,9 @@ def decode_tokens(model: nn.Module, decode_config: ml_collections.ConfigDict, ma
   raise ValueError(f"decode.method={decode_config.method!r}: use 'greedy' or 'beam'")
 
 
-def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding.Mesh,
-               inputs: sources.InputSpec | None = None) -> Setup:
-  """The model, optimizer and compiled functions; `inputs` (default: resolved from `config`) fixes what it reads."""
-  inputs = inputs or sources.input_spec(config)
+def state_init_fn(config: ml_collections.ConfigDict, vocab_size: int, inputs: sources.InputSpec):
+  """(model, optimizer, init_fn): `init_fn(rng)` makes the TrainState with its leaves boxed in their logical axis
+  names (`nn.Partitioned`); the optimizer state's leaves carry their parameter's names (optax maps over params)."""
   model = models.build(config, vocab_size)
   tx = make_optimizer(config)
   images, tokens = dummy_inputs(inputs, config.max_caption_tokens, 1)
@@ -146,9 +145,27 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
     params = model.init(rng, images, tokens, train=False)["params"]
     return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
 
+  return model, tx, init_fn
+
+
+def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding.Mesh,
+               inputs: sources.InputSpec | None = None) -> Setup:
+  """The model, optimizer and compiled functions; `inputs` (default: resolved from `config`) fixes what it reads.
+
+  The state is stored as `config.mesh.rules` places its logical axes, and every compiled function traces its model
+  inside those rules (`sharding.axis_rules`), so the models' activation constraints apply.
+  """
+  inputs = inputs or sources.input_spec(config)
+  rules = sharding.rules_of(config)
+  model, tx, init_fn = state_init_fn(config, vocab_size, inputs)
   abstract = jax.eval_shape(init_fn, jax.random.key(0))
-  state_shardings = sharding.logical_to_shardings(mesh, nn.get_partition_spec(abstract))
-  init = jax.jit(lambda rng: nn.unbox(init_fn(rng)), out_shardings=state_shardings)
+  state_shardings = sharding.logical_to_shardings(mesh, abstract, rules)
+
+  def init(rng):
+    with sharding.axis_rules(mesh, rules):
+      return nn.unbox(init_fn(rng))
+
+  init = jax.jit(init, out_shardings=state_shardings)
   data_sharding = sharding.batch_sharding(mesh)
   base_rng = jax.random.key(config.seed)
 
@@ -156,17 +173,21 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
     rng = jax.random.fold_in(base_rng, state.step)
     grad_fn = jax.value_and_grad(
         lambda p: loss_fn(model, p, batch, rng, config.label_smoothing, vocab_size), has_aux=True)
-    (loss, tokens), grads = grad_fn(state.params)
+    with sharding.axis_rules(mesh, rules):
+      (loss, tokens), grads = grad_fn(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": loss, "tokens": tokens, "grad_norm": optax.tree.norm(grads)}
     return TrainState(state.step + 1, params, opt_state), metrics
 
-  decode = jax.jit(functools.partial(decode_tokens, model, config.decode, config.max_caption_tokens + 1),
-                   in_shardings=(state_shardings.params, data_sharding), out_shardings=data_sharding)
+  def decode(params: Any, images: jax.Array) -> jax.Array:
+    with sharding.axis_rules(mesh, rules):
+      return decode_tokens(model, config.decode, config.max_caption_tokens + 1, params, images)
+
+  decode = jax.jit(decode, in_shardings=(state_shardings.params, data_sharding), out_shardings=data_sharding)
   train_step = jax.jit(train_step, in_shardings=(state_shardings, data_sharding),
                        out_shardings=(state_shardings, sharding.replicated(mesh)), donate_argnums=0)
-  return Setup(config, model, tx, mesh, state_shardings, init, train_step, decode, inputs)
+  return Setup(config, model, tx, mesh, state_shardings, init, train_step, decode, inputs, rules)
 
 
 def abstract_state(setup: Setup) -> Any:
@@ -262,10 +283,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   # --- Set up Mesh ---
   mesh = sharding.make_mesh(config)
-  logging.info("Mesh %s over %d devices (%s)", dict(mesh.shape), mesh.size, jax.devices()[0].platform)
+  logging.info("Mesh %s over %d devices (%s), rules %s", dict(mesh.shape), mesh.size, jax.devices()[0].platform,
+               sharding.rules_name(config.mesh))
+  shards = sharding.batch_shards(mesh)
   for name, size in (("batch_size", config.batch_size), ("eval.batch_size", config.eval.batch_size)):
-    if size % mesh.shape["data"]:
-      raise ConfigError(f"{name}={size} is not divisible by the mesh's data axis ({mesh.shape['data']}) — "
+    if size % shards:
+      raise ConfigError(f"{name}={size} is not divisible by the mesh's data x fsdp axes ({shards}) — "
                        f"set --config.{name} to a multiple of it, or --config.mesh.data to a divisor")
 
   # --- Checkpoints: the step to resume from, registered at once with JAX's preemption sync point (AgreedStop:

@@ -35,7 +35,8 @@ RESUMABLE_FIELDS = (
     "dataset.data_dir",    # where the same dataset is stored
     "dataset.auto_build",
     "input",               # read threads and prefetch: the saved iterator state is a position, not a thread layout
-    "mesh",                # device layout: the state restores onto any mesh (a resized slice, another machine)
+    "mesh",                # device layout and its rules table (mesh.rules, mesh.fsdp, mesh.dcn_*): the state
+                           # restores onto any mesh and sharding (a resized slice, another machine, FSDP)
     "model.encoder.weights",  # converted weights that `--mode=caption` extracts features with, unused in training
 )
 

@@ -95,8 +95,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.optimizer.b2 = 0.98                   # adam only
   c.optimizer.grad_clip_norm = 0.0        # 0: no clipping
 
-  # Mesh: data parallel over all devices by default; `model` > 1 adds tensor parallelism.
-  c.mesh = ml_collections.ConfigDict({"data": -1, "model": 1})
+  # Mesh (capjax.sharding): axis sizes within a slice, one of them -1 for the devices left, and across the slices
+  # of a multi-slice TPU (dcn_*). `rules` picks the table that places parameters and activations on the axes:
+  # dp (data parallel), fsdp (parameters and optimizer state sharded over `fsdp`), tp (tensor parallel on
+  # `model`: the default, data parallel while model is 1), fsdp_tp. See the README's "Choosing a mesh and rules".
+  c.mesh = ml_collections.ConfigDict({
+      "data": -1, "fsdp": 1, "model": 1, "dcn_data": 1, "dcn_fsdp": 1, "dcn_model": 1, "rules": "tp"})
 
   # Logging, evaluation, checkpoints.
   c.log_every = 100

@@ -84,7 +84,7 @@ def test_paper_size_train_step_is_sharded_over_data_and_model(spec):
   config = _config(spec)  # the paper's widths and depths
   config.mesh.data, config.mesh.model = 4, 2
   mesh = sharding.make_mesh(config)
-  assert dict(mesh.shape) == {"data": 4, "model": 2}
+  assert dict(mesh.shape) == {"data": 4, "fsdp": 1, "model": 2}
   setup = make_setup(config, VOCAB, mesh)
   # Initialised on one device, then placed on the mesh: XLA's partitioned QR makes the sharded init of each
   # LSTM orthogonal kernel take ~50 s on fake CPU devices (0.7 s unsharded); the train step is what is tested.
@@ -138,7 +138,7 @@ def test_pixels_fine_tune_inception_resnet_v2_in_the_sharded_train_step():
   batch = _batch()
   batch["image"] = np.random.default_rng(1).integers(0, 256, (BATCH, 75, 75, 3), dtype=np.uint8)
   batch = sharding.host_to_global(batch, mesh)
-  assert batch["image"].sharding.spec == P("data")
+  assert batch["image"].sharding.spec == P(("data", "fsdp"))
   losses = []
   for _ in range(3):
     state, metrics = setup.train_step(state, batch)

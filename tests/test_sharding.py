@@ -46,7 +46,7 @@ def test_needs_eight_fake_devices():
 def test_parameters_are_sharded_as_the_rules_say():
   config = _config(4, 2)
   mesh = sharding.make_mesh(config)
-  assert dict(mesh.shape) == {"data": 4, "model": 2}
+  assert dict(mesh.shape) == {"data": 4, "fsdp": 1, "model": 2}
   setup = make_setup(config, VOCAB, mesh)
   state = setup.init(jax.random.key(0))
   p = state.params
@@ -70,7 +70,7 @@ def test_parameters_are_sharded_as_the_rules_say():
 def test_data_parallel_batches_are_split_over_the_data_axis():
   mesh = sharding.make_mesh(_config(4, 2))
   batch = sharding.host_to_global(_batches(1)[0], mesh)
-  assert batch["image"].sharding.spec == P("data")
+  assert batch["image"].sharding.spec == P(("data", "fsdp"))
   assert {s.data.shape[0] for s in batch["image"].addressable_shards} == {4}
 
 

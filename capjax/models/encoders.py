@@ -13,6 +13,8 @@ import jax.numpy as jnp
 
 from capjax.models.layers import logical
 
+GRID_AXES = ("batch", "height", "width", "channels")  # as Inception-ResNet-v2's activations
+
 
 def to_unit_range(images: jax.Array) -> jax.Array:
   """uint8 pixels -> float32 in [-1, 1] (Inception's input range); floats are taken as already scaled."""
@@ -37,11 +39,11 @@ class ConvGridEncoder(nn.Module):
       x = nn.Conv(width, (3, 3), strides=(2, 2), dtype=self.dtype, name=f"conv_{i}",
                   kernel_init=logical(init, ("conv_h", "conv_w", "conv_in", "conv_out")),
                   bias_init=logical(nn.initializers.zeros, ("conv_out",)))(x)
-      x = nn.relu(x)
+      x = nn.with_logical_constraint(nn.relu(x), GRID_AXES)
     x = nn.Conv(self.out_features, (3, 3), dtype=self.dtype, name="conv_out",
                 kernel_init=logical(init, ("conv_h", "conv_w", "conv_in", "conv_out")),
                 bias_init=logical(nn.initializers.zeros, ("conv_out",)))(x)
-    return nn.relu(x)
+    return nn.with_logical_constraint(nn.relu(x), GRID_AXES)
 
 
 class FeatureGrid(nn.Module):

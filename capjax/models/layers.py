@@ -1,6 +1,8 @@
 """Shared Flax layers with logical axis names: dense, attention with an explicit decode cache, MLP, positions.
 
-Every kernel and bias is created through `nn.with_logical_partitioning`; `capjax.sharding` maps the names.
+Every kernel and bias is created through `nn.with_logical_partitioning`, and the main activations are constrained
+with `nn.with_logical_constraint`; `capjax.sharding` maps the names (the constraints apply inside its
+`axis_rules`, and do nothing elsewhere).
 """
 
 from __future__ import annotations
@@ -20,6 +22,25 @@ NEG_INF = -1e9
 
 def logical(init: nn.initializers.Initializer, axes: tuple[str, ...]) -> nn.initializers.Initializer:
   return nn.with_logical_partitioning(init, axes)
+
+
+TOKEN_AXES = ("batch", "length", "embed")          # the residual stream
+HEAD_AXES = ("batch", "length", "heads", "kv")     # queries, keys, values
+LOGIT_AXES = ("batch", "length", "vocab")
+
+
+def constrain_tokens(x: Array) -> Array:
+  """The residual stream (batch, length, d_model): batch split, model width whole (gathered once per layer)."""
+  return nn.with_logical_constraint(x, TOKEN_AXES)
+
+
+def logits(embed: nn.Embed, y: Array, num_words: int | None) -> Array:
+  """Tied output projection: (batch, length, d) -> float32 logits over the vocabulary, padding rows masked; the
+  vocabulary dimension split as the embedding's rows are (tensor parallelism: over `model`)."""
+  out = embed.attend(y.astype(jnp.float32))
+  if out.ndim == 3:
+    out = nn.with_logical_constraint(out, LOGIT_AXES)
+  return mask_padding_rows(out, num_words)
 
 
 def sinusoidal_positions(length: int, dim: int, max_timescale: float = 1e4) -> np.ndarray:
@@ -66,6 +87,27 @@ def mask_padding_rows(logits: Array, num_words: int | None) -> Array:
   return jnp.where(jnp.arange(rows) < num_words, logits, NEG_INF)
 
 
+class HeadsProjection(nn.Module):
+  """(..., d) -> (..., heads, head_dim): `nn.DenseGeneral`'s parameters, initial values and result, without its
+  flattened initialisation, which checks a kernel's 3 axis names against its 2-D flat shape inside a mesh."""
+
+  num_heads: int
+  head_dim: int
+  kernel_init: nn.initializers.Initializer
+  dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    def flat_init(init):  # DenseGeneral's values: initialised as the (d, heads * head_dim) matrix, then reshaped
+      return lambda rng, shape, dtype=jnp.float32: init(rng, (shape[0], shape[1] * shape[2]), dtype).reshape(shape)
+
+    kernel = self.param("kernel", logical(flat_init(self.kernel_init), ("embed", "heads", "kv")),
+                        (x.shape[-1], self.num_heads, self.head_dim))
+    bias = self.param("bias", logical(nn.initializers.zeros, ("heads", "kv")), (self.num_heads, self.head_dim))
+    x, kernel, bias = nn.dtypes.promote_dtype(x, kernel, bias, dtype=self.dtype)
+    return jnp.einsum("...d,dhk->...hk", x, kernel) + bias
+
+
 class MultiHeadAttention(nn.Module):
   """Multi-head attention whose key/value projection can run once and be reused (decode caches)."""
 
@@ -77,11 +119,8 @@ class MultiHeadAttention(nn.Module):
   def setup(self):
     init = nn.initializers.xavier_uniform()
 
-    def proj(name: str) -> nn.DenseGeneral:
-      return nn.DenseGeneral(
-          (self.num_heads, self.head_dim), dtype=self.dtype, name=name,
-          kernel_init=logical(init, ("embed", "heads", "kv")),
-          bias_init=logical(nn.initializers.zeros, ("heads", "kv")))
+    def proj(name: str) -> HeadsProjection:
+      return HeadsProjection(self.num_heads, self.head_dim, init, self.dtype, name=name)
 
     self.query, self.key, self.value = proj("query"), proj("key"), proj("value")
     self.out_kernel = self.param("out_kernel", logical(init, ("heads", "kv", "embed")),
@@ -92,10 +131,11 @@ class MultiHeadAttention(nn.Module):
 
   def project_kv(self, x: Array) -> tuple[Array, Array]:
     """Keys and values, (batch, length, heads, head_dim)."""
-    return self.key(x), self.value(x)
+    return (nn.with_logical_constraint(self.key(x), HEAD_AXES),
+            nn.with_logical_constraint(self.value(x), HEAD_AXES))
 
   def attend(self, x_q: Array, k: Array, v: Array, bias: Array | None, deterministic: bool) -> Array:
-    q = self.query(x_q) / jnp.sqrt(self.head_dim).astype(self.dtype)
+    q = nn.with_logical_constraint(self.query(x_q), HEAD_AXES) / jnp.sqrt(self.head_dim).astype(self.dtype)
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k)
     if bias is not None:
       logits = logits + bias
@@ -121,7 +161,7 @@ class MLP(nn.Module):
     h = nn.Dense(self.mlp_dim, dtype=self.dtype, name="wi",
                  kernel_init=logical(init, ("embed", "mlp")),
                  bias_init=logical(nn.initializers.zeros, ("mlp",)))(x)
-    h = nn.relu(h)
+    h = nn.with_logical_constraint(nn.relu(h), ("batch", "length", "mlp"))
     h = nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)
     return nn.Dense(d, dtype=self.dtype, name="wo",
                     kernel_init=logical(init, ("mlp", "embed")),

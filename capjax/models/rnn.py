@@ -32,11 +32,13 @@ class RNNConfig:
 
 
 def _cell(d: int, name: str) -> nn.LSTMCell:
+  """Kernels (input or hidden state -> one gate) named ("lstm_in", "lstm_gates"): axes of their own, so a rules
+  table can place the recurrence apart from the Transformer's feed-forward (`mlp`)."""
   return nn.LSTMCell(
       d, name=name,
-      kernel_init=logical(nn.initializers.xavier_uniform(), ("embed", "mlp")),
-      recurrent_kernel_init=logical(nn.initializers.orthogonal(), ("embed", "mlp")),
-      bias_init=logical(nn.initializers.zeros, ("mlp",)))
+      kernel_init=logical(nn.initializers.xavier_uniform(), ("lstm_in", "lstm_gates")),
+      recurrent_kernel_init=logical(nn.initializers.orthogonal(), ("lstm_in", "lstm_gates")),
+      bias_init=logical(nn.initializers.zeros, ("lstm_gates",)))
 
 
 class RNN(nn.Module):
@@ -56,16 +58,16 @@ class RNN(nn.Module):
     """The encoder LSTM's final (c, h) after reading the visual tokens."""
     tokens = layers.grid_tokens(self.image_encoder(inputs, train=train), self.config.grid)
     x = self.drop(self.visual_proj(tokens.astype(self.config.dtype)), deterministic=not train)
-    carry, _ = self.encoder(x)
+    carry, _ = self.encoder(nn.with_logical_constraint(x, ("batch", "length", "embed")))
     return carry
 
   def logits(self, y: Array) -> Array:
-    return layers.mask_padding_rows(self.embed.attend(y.astype(jnp.float32)), self.config.num_words)
+    return layers.logits(self.embed, y, self.config.num_words)
 
   def decode(self, memory: Carry, tokens: Array, train: bool = False) -> Array:
     """Teacher forcing: tokens (B, L) starting with BOS -> logits (B, L, vocab)."""
     x = self.drop(self.embed(tokens), deterministic=not train)
-    _, y = self.decoder(x, initial_carry=memory)
+    _, y = self.decoder(nn.with_logical_constraint(x, ("batch", "length", "embed")), initial_carry=memory)
     return self.logits(self.drop(y, deterministic=not train))
 
   def __call__(self, inputs: Array, tokens: Array, train: bool = False) -> Array:

@@ -46,7 +46,7 @@ class EncoderLayer(nn.Module):
     x = x + drop(h, deterministic=deterministic)
     h = layers.layer_norm("ln_mlp", c.dtype)(x)
     h = layers.MLP(c.mlp_dim, c.dropout_rate, c.dtype, name="mlp")(h, deterministic)
-    return x + drop(h, deterministic=deterministic)
+    return layers.constrain_tokens(x + drop(h, deterministic=deterministic))
 
 
 class DecoderLayer(nn.Module):
@@ -78,7 +78,7 @@ class DecoderLayer(nn.Module):
     h = self.cross_attn.attend(self.ln_cross(y), *cross_kv, None, deterministic)
     y = y + self.drop(h, deterministic=deterministic)
     h = self.mlp(self.ln_mlp(y), deterministic)
-    return y + self.drop(h, deterministic=deterministic)
+    return layers.constrain_tokens(y + self.drop(h, deterministic=deterministic))
 
 
 class T2T(nn.Module):
@@ -106,7 +106,7 @@ class T2T(nn.Module):
     return x
 
   def encode(self, inputs: Array, train: bool = False) -> Array:
-    x = self.drop(self.visual_tokens(inputs, train), deterministic=not train)
+    x = layers.constrain_tokens(self.drop(self.visual_tokens(inputs, train), deterministic=not train))
     for layer in self.encoder_layers:
       x = layer(x, deterministic=not train)
     return self.encoder_norm(x)
@@ -117,13 +117,13 @@ class T2T(nn.Module):
     return x + jnp.asarray(layers.sinusoidal_positions(c.max_len, c.d_model))[positions]
 
   def logits(self, y: Array) -> Array:
-    return layers.mask_padding_rows(self.embed.attend(self.decoder_norm(y).astype(jnp.float32)),
-                                    self.config.num_words)
+    return layers.logits(self.embed, self.decoder_norm(y), self.config.num_words)
 
   def decode(self, memory: Array, tokens: Array, train: bool = False) -> Array:
     """Teacher-forced decoding: tokens (B, L) starting with BOS -> logits (B, L, vocab)."""
     length = tokens.shape[1]
-    y = self.drop(self.embed_tokens(tokens, jnp.arange(length)[None]), deterministic=not train)
+    y = layers.constrain_tokens(self.drop(self.embed_tokens(tokens, jnp.arange(length)[None]),
+                                          deterministic=not train))
     causal = jnp.where(jnp.tril(jnp.ones((length, length), bool)), 0.0, NEG_INF)[None, None]
     for layer in self.decoder_layers:
       y = layer(y, layer.self_kv(y), causal, layer.cross_kv(memory), deterministic=not train)
