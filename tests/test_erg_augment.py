@@ -1,0 +1,182 @@
+"""ERG's quality filters and augmentation job on the embedded stylized_scenes data (the `tiny` build), with tiny
+pieces trained here: a generator (20 epochs on 48 images), a style classifier (64 images) and a retriever trained
+by the job itself (20 steps)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from capjax.erg import augment, filters, generate
+from capjax.text_models import style_classifier as sc
+
+STYLE = "romantic"
+FACTUAL_SPLIT = "factual[:24]"  # three shards of eight
+PER_SHARD = 8
+
+
+@pytest.fixture(scope="module")
+def pieces(tmp_path_factory):
+  root = tmp_path_factory.mktemp("erg_pieces")
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  import tfds_builders.stylized_scenes  # noqa: F401, PLC0415 (registers the builder)
+  data_dir = root / "data"
+  tfds.builder("stylized_scenes/tiny", data_dir=data_dir).download_and_prepare(file_format="array_record")
+  generator = generate.train(generate.scene_pairs(48), dataclasses.replace(generate.SCRATCH, epochs=20))
+  classifier = sc.train(sc.stylized_scenes_sentences(0, 64))
+  return {"data_dir": str(data_dir), "generator_dir": str(generate.save(generator, root / "generator")),
+          "style_model_dir": str(classifier.save(root / "style")), "classifier": classifier}
+
+
+def run(pieces, out, **overrides):
+  args = dict(stylized="stylized_scenes/tiny", factual="stylized_scenes/tiny", style=STYLE, output_dataset="aug",
+              generator_dir=pieces["generator_dir"], style_model_dir=pieces["style_model_dir"], mode="t2t",
+              data_dir=pieces["data_dir"], output_data_dir=str(out), factual_split=FACTUAL_SPLIT,
+              examples_per_shard=PER_SHARD, retriever_steps=20, retriever_pairs=64, log=lambda line: None)
+  return augment.augment_dataset(**{**args, **overrides})
+
+
+@pytest.fixture(scope="module")
+def written(pieces, tmp_path_factory):
+  return run(pieces, tmp_path_factory.mktemp("aug_out"))
+
+
+def read(out_dir: pathlib.Path):
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  builder = tfds.builder_from_directory(out_dir)
+  if builder.info.splits["train"].num_examples == 0:  # TFDS cannot open a data source over no records
+    return builder, []
+  source = builder.as_data_source(split="train")
+  return builder, [source[i] for i in range(len(source))]
+
+
+def test_the_filters_count_every_reject_under_each_reason_and_once_in_the_total():
+  styles = ["romantic", "romantic", "humorous", "humorous", "romantic", "factual"]
+  ppl = [10.0, 90.0, 10.0, 95.0, 79.9, float("nan")]
+  sim = [0.9, 0.9, 0.5, 0.7, 0.6, 0.61]
+  verdicts = filters.apply(styles, "romantic", ppl, sim)
+  assert verdicts.kept.tolist() == [True, False, False, False, False, False]
+  counts = verdicts.counts()
+  assert counts.generated == 6 and counts.kept == 1 and counts.rejected_total == 5
+  assert counts.rejected == {"style": 3, "perplexity": 3, "similarity": 2}  # 0.6 is not above 0.6; nan fails
+  assert counts.funnel == {"generated": 6, "after_style": 3, "after_perplexity": 2, "after_similarity": 1}
+  assert (counts + counts).funnel["after_style"] == 6 and (counts + counts).rejected["style"] == 6
+  assert filters.Counts.from_json(json.loads(json.dumps(counts.to_json()))) == counts
+  with pytest.raises(ValueError, match="one of each per caption"):
+    filters.apply(styles, "romantic", ppl[:2], sim)
+
+
+def test_the_job_writes_a_readable_dataset_with_the_funnel_in_its_metadata(written, pieces):
+  out_dir, counts = written
+  builder, records = read(out_dir)
+  assert builder.info.metadata["funnel"] == counts.to_json()
+  assert counts.generated == 24 and len(records) == counts.kept
+  assert counts.funnel["after_similarity"] == counts.kept and counts.generated == counts.kept + counts.rejected_total
+  assert counts.kept > 0, counts.lines()
+  assert set(records[0]) == {"image", "caption", "factual_caption", "style", "scene_id", "similarity", "perplexity",
+                             "source_index"}
+  assert records[0]["image"].shape == (64, 64, 3)
+  indices = [int(r["source_index"]) for r in records]
+  assert indices == sorted(indices) and all(0 <= i < 24 for i in indices)
+  captions = [r["caption"].decode() for r in records]
+  # Every kept record passes the three filters, checked again here from what was written.
+  assert pieces["classifier"].predict(captions) == [STYLE] * len(records)
+  assert all(r["similarity"] > 0.6 and r["perplexity"] < 80 and r["style"] == STYLE.encode() for r in records)
+  assert all(0 <= int(r["scene_id"]) < 64 for r in records)
+  assert "after_perplexity" in (out_dir / augment.FUNNEL_HTML).read_text()
+
+
+def test_a_killed_job_resumes_at_the_first_missing_shard_and_writes_the_same_dataset(written, pieces, tmp_path):
+  out_dir, counts = written
+  import shutil  # noqa: PLC0415
+  copy = tmp_path / "aug" / augment.VERSION
+  shutil.copytree(out_dir, copy)
+  shards = sorted(copy.glob("aug-train.array_record-*"))
+  assert len(shards) == 3
+  # As a job killed while writing shard 1 leaves it: shards 0 done, 1 half written (temporary), 2 missing, no info.
+  before = shards[0].stat().st_mtime_ns
+  shards[1].rename(shards[1].with_name(f".{shards[1].name}.tmp123"))
+  shards[2].unlink()
+  for name in ("dataset_info.json", "features.json", "metadata.json"):
+    (copy / name).unlink(missing_ok=True)
+  lines = []
+  _, resumed = run(pieces, tmp_path, log=lines.append)
+  assert lines[0] == "resuming: 1 of 3 shards already written"
+  assert shards[0].stat().st_mtime_ns == before
+  assert resumed == counts and not list(copy.glob(".*tmp*"))
+  for a, b in zip(sorted(out_dir.glob("aug-train.array_record-*")), shards):
+    assert a.read_bytes() == b.read_bytes()
+  assert [r["caption"] for r in read(copy)[1]] == [r["caption"] for r in read(out_dir)[1]]
+  with pytest.raises(augment.AugmentError, match="other settings .*mode: 't2t' -> 'i2t'"):
+    run(pieces, tmp_path, mode="i2t")
+
+
+def test_nothing_above_the_threshold_finishes_a_dataset_with_zero_kept_and_the_funnel(pieces, tmp_path):
+  lines = []
+  out_dir, counts = run(pieces, tmp_path, mode="i2i", min_similarity=1.0, factual_split="factual[:8]",
+                        log=lines.append)
+  assert counts.kept == 0 and counts.rejected["similarity"] == 8 and counts.funnel["generated"] == 8
+  assert lines[-1].startswith("warning: no factual example retrieved a romantic scene above similarity 1.0")
+  builder, records = read(out_dir)
+  assert records == [] and builder.info.metadata["funnel"]["kept"] == 0
+
+
+def main_error(pieces, tmp_path, capsys, *flags):
+  argv = ["augment", f"--data_dir={pieces['data_dir']}", f"--output_data_dir={tmp_path}", "--output_dataset=aug",
+          f"--generator={pieces['generator_dir']}", f"--style_model={pieces['style_model_dir']}", *flags]
+  with pytest.raises(SystemExit) as exit_info:
+    augment.main(argv)
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and err.startswith("error: ") and " — " in err
+  return err
+
+
+def test_an_empty_stylized_set_is_a_clear_error(pieces, tmp_path, capsys):
+  err = main_error(pieces, tmp_path, capsys, "--stylized=stylized_scenes/tiny", "--stylized_split=train[:0]",
+                   "--factual=stylized_scenes/tiny", f"--style={STYLE}")
+  assert "the stylized set stylized_scenes/tiny:train[:0] is empty" in err
+  err = main_error(pieces, tmp_path, capsys, "--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny",
+                   "--style=factual")
+  assert "has no 'factual' captions (styles found: humorous, romantic)" in err
+  assert not (tmp_path / "aug").exists()
+
+
+def write_text_only(out_dir: pathlib.Path, texts: list[str]) -> None:
+  """A TFDS dataset `text_only` (one split, `train`) of records with `captions` and no image."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  from array_record.python import array_record_module  # noqa: PLC0415
+  from tensorflow_datasets.core import dataset_info, naming  # noqa: PLC0415
+  out_dir.mkdir(parents=True)
+  features = tfds.features.FeaturesDict({"captions": tfds.features.Sequence(tfds.features.Text())})
+  template = naming.ShardedFileTemplate(data_dir=out_dir, dataset_name="text_only", split="train",
+                                        filetype_suffix="array_record", template=naming.DEFAULT_FILENAME_TEMPLATE)
+  path, = template.sharded_filepaths(1)
+  writer = array_record_module.ArrayRecordWriter(str(path), "group_size:1")
+  for text in texts:
+    writer.write(features.serialize_example({"captions": [text]}))
+  writer.close()
+  info = tfds.core.DatasetInfo(builder=dataset_info.DatasetIdentity(
+      name="text_only", version=tfds.core.Version("1.0.0"), data_dir=str(out_dir), module_name=""),
+      features=features, disable_shuffling=True)
+  info.set_file_format("array_record")
+  info.set_splits(tfds.core.SplitDict([tfds.core.SplitInfo(name="train", shard_lengths=[len(texts)], num_bytes=0,
+                                                           filename_template=template)]))
+  info.write_to_directory(out_dir)
+
+
+def test_a_factual_set_without_images_allows_only_t2t(pieces, tmp_path, capsys):
+  data_dir = pathlib.Path(pieces["data_dir"])
+  texts = ["a small red circle to the left of a big blue square", "a big green triangle"] * 4
+  write_text_only(data_dir / "text_only" / "1.0.0", texts)
+  err = main_error(pieces, tmp_path, capsys, "--stylized=stylized_scenes/tiny", "--factual=text_only",
+                   "--factual_split=train", f"--style={STYLE}", "--mode=i2t")
+  assert "--factual=text_only has no images, so --mode=i2t (image queries) is impossible — use --mode=t2t" in err
+  out_dir, counts = run(pieces, tmp_path, factual="text_only", factual_split="train")
+  builder, records = read(out_dir)
+  assert counts.generated == 8 and len(records) == counts.kept and "image" not in builder.info.features
+  assert np.all([r["factual_caption"].decode() in texts for r in records])
