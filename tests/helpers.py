@@ -1,16 +1,36 @@
-"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA."""
+"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA; optional extras."""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import os
+from types import ModuleType
+from typing import Any, NoReturn
 
 import flax.linen as nn
 import jax
 import numpy as np
+import pytest
 
 from capjax.models import inception_resnet_v2 as irv2
 
 IRV2_NUM_CLASSES = 1000
+
+
+def extra_missing(message: str) -> NoReturn:
+  """Skips a test whose optional extra is absent, saying how to install it; under CI, where `make test` installs
+  every extra the tests use, the absence is a broken set-up and fails the test instead."""
+  if os.environ.get("CI"):
+    pytest.fail(message)
+  pytest.skip(message)
+
+
+def import_extra(module: str, install: str) -> ModuleType:
+  """`module`, or `extra_missing` with the `install` hint."""
+  try:
+    return importlib.import_module(module)
+  except ImportError:
+    extra_missing(f"{module} is not installed: {install}")
 
 
 def random_like(abstract: Any, rng: np.random.Generator) -> Any:

@@ -18,6 +18,7 @@ from tfds_builders import img2dataset as i2d
 from tfds_builders.alt_text_captions import alt_text_captions_dataset_builder as builder_lib
 from tfds_builders.alt_text_captions import make_dummy_data as dummy
 from tfds_builders.alt_text_captions import stages as stages_lib
+import helpers
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DUMMY = REPO / "tfds_builders" / "alt_text_captions" / "dummy_data"
@@ -189,7 +190,7 @@ def raw_records(builder) -> dict[str, dict]:
 
 
 def test_beam_direct_runner_two_workers_matches_plain_path(paper_build, tmp_path):
-  pytest.importorskip("apache_beam")
+  helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   plain = paper_build
   env = dict(os.environ, PYTHONPATH=os.fspath(REPO))
   proc = subprocess.run(

@@ -23,6 +23,7 @@ from tfds_builders.cc3m import make_dummy_data as cc3m_dummy
 from tfds_builders.cc12m_llavanext import cc12m_llavanext_dataset_builder as cc12m
 from tfds_builders.cc12m_llavanext import join
 from tfds_builders.cc12m_llavanext import make_dummy_data as dummy
+import helpers
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DUMMY = REPO / "tfds_builders" / "cc12m_llavanext" / "dummy_data"
@@ -61,7 +62,7 @@ def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "all"
            beam: bool = False) -> tfds.core.DatasetBuilder:
   options = {}
   if beam:
-    beam_lib = pytest.importorskip("apache_beam")
+    beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
     options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
   builder = tfds.builder(f"cc12m_llavanext/{config}", data_dir=data_dir)
   builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(

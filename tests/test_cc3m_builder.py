@@ -21,6 +21,7 @@ from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
 from tfds_builders.cc3m import cc3m_dataset_builder as cc3m
 from tfds_builders.cc3m import make_dummy_data as dummy
+import helpers
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DUMMY = REPO / "tfds_builders" / "cc3m" / "dummy_data"
@@ -266,7 +267,7 @@ def test_capjax_build_command_builds_the_labeled_config(tmp_path):
 
 
 def test_tfds_build_on_beam_direct_runner_writes_the_same_dataset(built, tmp_path):
-  pytest.importorskip("apache_beam")
+  helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   proc = _run([os.path.join(os.path.dirname(sys.executable), "tfds"), "build", "tfds_builders/cc3m",
                f"--manual_dir={DUMMY}", f"--data_dir={tmp_path}", "--file_format=array_record",
                "--beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,"

@@ -11,6 +11,7 @@ import pytest
 
 from capjax import sharding
 from capjax.erg import retrieve
+import helpers
 
 DIM = 256   # 16 x 16 "images"
 N_BANK = 203  # not a multiple of 8: the last shard is padded
@@ -53,8 +54,8 @@ def sides(bank: np.ndarray, queries: np.ndarray):
 
 
 def faiss_or_skip():
-  return pytest.importorskip("faiss", reason="faiss-cpu is not installed: `pip install -e '.[faiss]'` (or "
-                             "`pip install -c constraints.txt faiss-cpu==1.15.1`) to test the faiss backend")
+  return helpers.import_extra("faiss", "`pip install -e '.[faiss]'` (or `pip install -c constraints.txt "
+                              "faiss-cpu==1.15.1`) to test the faiss backend")
 
 
 @pytest.mark.parametrize("backend", retrieve.BACKENDS)

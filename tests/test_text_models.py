@@ -22,6 +22,7 @@ import pytest
 from capjax import sharding
 from capjax.text_models import bert, checkpoint, gpt2, hf_import, minilm, tokenizers
 from capjax.tools import convert_weights as cw
+import helpers
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "text_models"
 TOLERANCE = 1e-4
@@ -178,7 +179,7 @@ def minilm_dir() -> pathlib.Path:
   try:
     return minilm.model_dir()
   except minilm.MissingError as error:
-    pytest.skip(str(error))
+    helpers.extra_missing(str(error))
 
 
 @pytest.fixture(scope="module")

@@ -39,10 +39,6 @@ Put in the manual dir (`--manual_dir=DIR`), as released:
 """
 
 
-class SenticapConfig(tfds.core.BuilderConfig):
-  pass
-
-
 def _sentence(value: Any, sentiment: int) -> dict[str, str] | None:
   """The caption's fields when `value` is a well-formed released sentence of `sentiment`; None when it is of the
   other sentiment; a ValueError when it is malformed."""
@@ -113,7 +109,8 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   VERSION = tfds.core.Version("1.0.0")
   RELEASE_NOTES = {"1.0.0": "senticap_dataset.json on COCO val2014 JPEGs; 100 train images held out for validation."}
   MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
-  BUILDER_CONFIGS = [SenticapConfig(name=name, description=f"Images with {name} captions.") for name in SENTIMENTS]
+  BUILDER_CONFIGS = [tfds.core.BuilderConfig(name=name, description=f"Images with {name} captions.")
+                     for name in SENTIMENTS]
   DEFAULT_CONFIG_NAME = "positive"
 
   def _info(self) -> tfds.core.DatasetInfo:
