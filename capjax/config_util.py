@@ -52,7 +52,10 @@ def load(spec: str | os.PathLike[str]) -> ml_collections.ConfigDict:
   """
   path, sep, arg = os.fspath(spec).partition(".py:")
   path = pathlib.Path(path + ".py" if sep else path)
-  if path.suffix != ".py" or not path.is_file():
+  if path.is_file() and path.suffix != ".py":
+    raise FileNotFoundError(f"{os.fspath(path)!r} is not a config file (a .py file) — give "
+                            "`path/to/config.py[:variants]`")
+  if not path.is_file():
     raise FileNotFoundError(f"config file {os.fspath(path)!r} not found — give `path/to/config.py[:variants]`")
   module_spec = importlib.util.spec_from_file_location(f"capjax_config_{path.stem}", path)
   module = importlib.util.module_from_spec(module_spec)

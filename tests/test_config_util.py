@@ -35,3 +35,10 @@ def test_a_missing_file_or_an_unknown_variant_is_an_error():
     config_util.load("configs/nothing.py:shapes")
   with pytest.raises(ValueError, match="unknown config variant 'shape'"):
     config_util.load("configs/t2t.py:shape")
+
+
+def test_a_file_that_is_not_python_is_named_as_such(tmp_path):
+  data = tmp_path / "settings.json"
+  data.write_text("{}")
+  with pytest.raises(FileNotFoundError, match=r"settings.json' is not a config file \(a \.py file\)"):
+    config_util.load(data)

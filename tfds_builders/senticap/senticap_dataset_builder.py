@@ -159,7 +159,8 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     try:
       data = json.loads(path.read_bytes())
     except (ValueError, RecursionError) as e:
-      raise ManualDataError(f"{path} is not JSON ({str(e)[:80]}) — download it again ({_INSTRUCTIONS_POINTER})") from e
+      raise ManualDataError(
+          f"{path} is not JSON ({str(e)[:80]}) — download it again ({_INSTRUCTIONS_POINTER})") from e
     counts = dict.fromkeys(FILE_KEYS, 0)
     entries = parse_entries(data, SENTIMENTS[self.builder_config.name], counts)
     if hasattr(self, "_file_counts"):
