@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from capjax.data import shards
 from capjax.erg import filters, retrieve
 
 MANIFEST = "augmentation.json"
@@ -100,12 +101,6 @@ def _fingerprint(*paths: pathlib.Path) -> str:
   for path in paths:
     digest.update(path.read_bytes())
   return digest.hexdigest()
-
-
-def shard_ranges(num_examples: int, examples_per_shard: int) -> list[tuple[int, int]]:
-  """[start, stop) of each shard; at least one shard, so that an empty split is still a (finished) dataset."""
-  ranges = [(s, min(s + examples_per_shard, num_examples)) for s in range(0, num_examples, examples_per_shard)]
-  return ranges or [(0, 0)]
 
 
 def open_dataset(spec: str, split: str, data_dir: str, flag: str):
@@ -200,21 +195,12 @@ def train_retriever(source, has_images: bool, steps: int, num_pairs: int, seed: 
 
 
 def _check_manifest(out_dir: pathlib.Path, settings: Settings, write: bool) -> None:
-  path = out_dir / MANIFEST
   wanted = dataclasses.asdict(settings)
-  if path.exists():
-    found = json.loads(path.read_text())
-    changed = sorted(k for k in wanted if found.get(k) != wanted[k])
-    if changed:
-      details = ", ".join(f"{k}: {found.get(k)!r} -> {wanted[k]!r}" for k in changed)
-      raise AugmentError(f"{out_dir} holds a partial augmentation with other settings ({details}) — run again with "
-                         f"the same arguments to resume it, or delete {out_dir} (or pick another --output_dataset)")
-    return
+  if details := shards.manifest_mismatch(out_dir / MANIFEST, wanted):
+    raise AugmentError(f"{out_dir} holds a partial augmentation with other settings ({details}) — run again with "
+                       f"the same arguments to resume it, or delete {out_dir} (or pick another --output_dataset)")
   if write:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    shards.write_manifest(out_dir / MANIFEST, wanted)
 
 
 def output_features(image_feature):
@@ -321,13 +307,12 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
                 else [s.content for s in bank])
   retriever = retrieve.Retriever(encoder, **{f"bank_{bank_side}s": bank_items})
 
-  from array_record.python import array_record_module  # noqa: PLC0415
   from tensorflow_datasets.core import naming  # noqa: PLC0415
   _check_manifest(out_dir, settings, write=True)
   features = output_features(factual_builder.info.features["image"] if factual_images else None)
   template = naming.ShardedFileTemplate(data_dir=out_dir, dataset_name=output_dataset, split=SPLIT,
                                         filetype_suffix="array_record", template=naming.DEFAULT_FILENAME_TEMPLATE)
-  ranges = shard_ranges(len(factual_source), examples_per_shard)
+  ranges = shards.shard_ranges(len(factual_source), examples_per_shard)
   paths = [pathlib.Path(os.fspath(p)) for p in template.sharded_filepaths(len(ranges))]
   info_dir = out_dir / SHARD_INFO_DIR
   info_dir.mkdir(parents=True, exist_ok=True)
@@ -365,16 +350,10 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
         if factual_images:
           record["image"] = np.asarray(records[row]["image"])
         kept_records.append(features.serialize_example(record))
-    tmp = paths[i].with_name(f".{paths[i].name}.tmp{os.getpid()}")
-    for stale in paths[i].parent.glob(f".{paths[i].name}.tmp*"):  # left by a job killed while writing it
-      stale.unlink()
-    writer = array_record_module.ArrayRecordWriter(os.fspath(tmp), "group_size:1")
-    for serialized in kept_records:
-      writer.write(serialized)
-    writer.close()
-    (info_dir / f"{SPLIT}-{i:05d}.json").write_text(
-        json.dumps({"num_examples": len(kept_records), "counts": counts.to_json()}) + "\n")
-    os.replace(tmp, paths[i])
+    with shards.ShardWriter(paths[i], info_dir / f"{SPLIT}-{i:05d}.json") as writer:
+      for serialized in kept_records:
+        writer.write(serialized)
+      writer.info = {"num_examples": len(kept_records), "counts": counts.to_json()}
     log(f"shard {i + 1}/{len(ranges)}: kept {counts.kept} of {counts.generated}")
 
   total = filters.Counts()

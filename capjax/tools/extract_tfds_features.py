@@ -38,7 +38,7 @@ import tqdm
 from absl import flags, logging
 
 from capjax import cli, distributed
-from capjax.data import preprocess, sources
+from capjax.data import preprocess, shards, sources
 from capjax.features import DEFAULT_VARIANT, FEATURE_KEYS, Encoder, grid_shape, variant_name
 from capjax.models import inception_resnet_v2 as irv2
 
@@ -67,10 +67,10 @@ class Settings:
 
 def shard_ranges(num_examples: int, examples_per_shard: int) -> list[tuple[int, int]]:
   """[start, stop) index ranges of consecutive examples; at least one (possibly empty) shard per split."""
-  if examples_per_shard < 1:
-    raise SettingsError(f"examples_per_shard={examples_per_shard} is not positive — give 1 or more")
-  starts = range(0, max(num_examples, 1), examples_per_shard)
-  return [(s, min(s + examples_per_shard, num_examples)) for s in starts]
+  try:
+    return shards.shard_ranges(num_examples, examples_per_shard)
+  except ValueError as error:
+    raise SettingsError(str(error)) from None
 
 
 def output_features(source_features, image_key: str, grid_shape: tuple[int, ...], dtype: str):
@@ -184,23 +184,13 @@ def weights_fingerprint(weights_dir: str | pathlib.Path) -> str:
 def _check_manifest(out_dir: pathlib.Path, settings: Settings, write: bool = True) -> None:
   """Writes the settings on the first run (unless not `write`); a resumed run with other settings is an error, not
   a mixed dataset."""
-  path = out_dir / MANIFEST
   wanted = dataclasses.asdict(settings)
-  if path.exists():
-    found = json.loads(path.read_text())
-    changed = sorted(k for k in wanted if found.get(k) != wanted[k])
-    if changed:
-      details = ", ".join(f"{k}: {found.get(k)!r} -> {wanted[k]!r}" for k in changed)
-      raise SettingsError(
-          f"{out_dir} holds a partial extraction with other settings ({details}) — run again with the same "
-          f"arguments to resume it, or delete {out_dir} (or pick another --output_data_dir) to start over")
-    return
-  if not write:
-    return
-  out_dir.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_suffix(f".tmp{os.getpid()}")
-  tmp.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")
-  os.replace(tmp, path)
+  if details := shards.manifest_mismatch(out_dir / MANIFEST, wanted):
+    raise SettingsError(
+        f"{out_dir} holds a partial extraction with other settings ({details}) — run again with the same "
+        f"arguments to resume it, or delete {out_dir} (or pick another --output_data_dir) to start over")
+  if write:
+    shards.write_manifest(out_dir / MANIFEST, wanted)
 
 
 def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data_dir: str | pathlib.Path,
@@ -273,9 +263,10 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
                     file=sys.stderr)
     for i in todo:
       start, stop = ranges[i]
-      with _ShardWriter(paths[i], info_dir / f"{split}-{i:05d}.json") as writer:
-        writer.result = encode_shard(source, start, stop, encoder, image_key, image_size, batch_size,
-                                     features.serialize_example, dropped, writer.write, bar.update)
+      with shards.ShardWriter(paths[i], info_dir / f"{split}-{i:05d}.json") as writer:
+        result = encode_shard(source, start, stop, encoder, image_key, image_size, batch_size,
+                              features.serialize_example, dropped, writer.write, bar.update)
+        writer.info = {"num_examples": result.num_examples, "skipped": [list(x) for x in result.skipped]}
     bar.close()
   distributed.sync("capjax_features_written")
   if jax.process_index() == 0:
@@ -293,35 +284,6 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
 def shard_paths(template, num_shards: int) -> list[pathlib.Path]:
   """The split's shard files, named as TFDS names them (`name-split.array_record-00000-of-00003`)."""
   return [pathlib.Path(os.fspath(p)) for p in template.sharded_filepaths(num_shards)]
-
-
-class _ShardWriter:
-  """Records go to a temporary file; on success the shard's info is written, then the file is renamed into
-  place. A shard file that exists is therefore complete, and its info is there."""
-
-  def __init__(self, path: pathlib.Path, info_path: pathlib.Path):
-    self.path, self.info_path = path, info_path
-    self.tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    self.result: ShardResult | None = None
-
-  def __enter__(self) -> _ShardWriter:
-    from array_record.python import array_record_module  # noqa: PLC0415
-    for stale in self.path.parent.glob(f".{self.path.name}.tmp*"):  # left by a job killed while writing it
-      stale.unlink()
-    self._writer = array_record_module.ArrayRecordWriter(os.fspath(self.tmp), "group_size:1")
-    return self
-
-  def write(self, record: bytes) -> None:
-    self._writer.write(record)
-
-  def __exit__(self, exc_type, exc, tb) -> None:
-    self._writer.close()
-    if exc_type is not None or self.result is None:
-      self.tmp.unlink(missing_ok=True)
-      return
-    self.info_path.write_text(json.dumps({"num_examples": self.result.num_examples,
-                                          "skipped": [list(s) for s in self.result.skipped]}) + "\n")
-    os.replace(self.tmp, self.path)
 
 
 def _write_metadata(out_dir, name, config, source_builder, features, splits, template, info_dir, settings) -> None:
