@@ -49,16 +49,23 @@ def _batches():
            "targets": rng.integers(2, VOCAB, (16, 16)).astype(np.int32)} for _ in range(STEPS)]
 
 
+# LLVM's optimisation level 0 for the programs compiled here (the same HLO, the same partitioning): half the CPU
+# time of a table's init and train step (measured: 12.4 -> 6.4 CPU s), the losses unchanged to 1e-6.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+
 def _train(config, devices):
-  """(initial state, losses of STEPS steps)."""
+  """(initial state, losses of STEPS steps), through the setup's own jitted init and train step."""
   setup = make_setup(config, VOCAB, sharding.make_mesh(config, devices))
-  state = setup.init(jax.random.key(0))
+  state = setup.init.lower(jax.random.key(0)).compile(FAST_COMPILE)(jax.random.key(0))
   initial = jax.tree.map(lambda x: x.sharding, state)
   per_device = sum(x.addressable_shards[0].data.nbytes for x in jax.tree.leaves((state.params, state.opt_state)))
   total = sum(x.nbytes for x in jax.tree.leaves((state.params, state.opt_state)))
+  batches = [sharding.host_to_global(batch, setup.mesh) for batch in _batches()]
+  train_step = setup.train_step.lower(state, batches[0]).compile(FAST_COMPILE)
   losses = []
-  for batch in _batches():
-    state, m = setup.train_step(state, sharding.host_to_global(batch, setup.mesh))
+  for batch in batches:
+    state, m = train_step(state, batch)
     losses.append(float(m["loss"]))
   return {"shardings": initial, "per_device": per_device, "total": total, "losses": np.asarray(losses)}
 
@@ -264,7 +271,7 @@ def test_an_activation_constraint_reaches_the_compiled_program():
     lowered[label] = fn.lower(params, batch["image"], batch["inputs"])
   assert '[{"data", "fsdp"}, {}, {}]' in lowered["rules"].as_text()
   assert "sharding_constraint" not in lowered["none"].as_text()
-  compiled = lowered["rules"].compile().as_text()
+  compiled = lowered["rules"].compile(FAST_COMPILE).as_text()
   assert "f32[2,64,32]" in compiled and "f32[16,64,32]" not in compiled
 
 
