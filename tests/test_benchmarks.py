@@ -11,6 +11,16 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import train_step_profile  # noqa: E402
 import train_step_speed  # noqa: E402
 
+# LLVM's optimisation level 0 for the benchmarks run here: their compiles take about half the CPU time (measured:
+# accelerator_check --small 116 -> 58 CPU s), and no test reads a figure.
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+
+
+def _env(xla_flags: str | None = None) -> dict[str, str]:
+  """The environment of a benchmark run on the CPU: `xla_flags` (default: this session's) plus FAST_COMPILE."""
+  flags = os.environ.get("XLA_FLAGS", "") if xla_flags is None else xla_flags
+  return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"{flags} {FAST_COMPILE}".strip())
+
 
 def test_t2t_flops_are_counted_from_the_shapes():
   # The paper's T2T 8x8 at vocab 25,000: 4.10 GFLOP forward per example, three times that with the backward.
@@ -24,8 +34,7 @@ def test_t2t_flops_are_counted_from_the_shapes():
 
 
 def test_accelerator_check_prints_its_table_on_a_cpu():
-  env = dict(os.environ, PYTHON=sys.executable, JAX_PLATFORMS="cpu")
-  env.pop("XLA_FLAGS", None)
+  env = _env(xla_flags="") | {"PYTHON": sys.executable}  # one device, as on a machine with one accelerator
   proc = subprocess.run(["bash", "benchmarks/accelerator_check.sh", "--steps=1"], cwd=REPO, env=env,
                         capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -48,7 +57,7 @@ def test_the_profiles_matmul_list_counts_the_same_flops_as_the_analytic_formula(
 def test_decode_speed_prints_its_tables():
   proc = subprocess.run([sys.executable, "benchmarks/decode_speed.py", "--config=configs/t2t.py:shapes,debug",
                          "--batch=2", "--repeats=1", "--train_steps=1", "--vocab_size=50"],
-                        cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+                        cwd=REPO, env=_env(), capture_output=True, text=True,
                         timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
@@ -63,7 +72,7 @@ def test_decode_speed_prints_its_tables():
 def test_retrieval_speed_prints_both_backends_and_the_projection():
   proc = subprocess.run([sys.executable, "benchmarks/retrieval_speed.py", "--queries=300", "--bank=2000", "--dim=32",
                          "--k=5", "--query_batch=128"],
-                        cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+                        cwd=REPO, env=_env(), capture_output=True, text=True,
                         timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
@@ -83,7 +92,7 @@ def test_retrieval_speed_prints_both_backends_and_the_projection():
 def test_input_pipeline_prints_the_waiting_share_of_the_demo(tmp_path):
   proc = subprocess.run([sys.executable, "benchmarks/input_pipeline.py", "--cases=shapes", "--setting=1/2",
                          "--shapes_builder_config=tiny", "--steps=2", f"--data_dir={tmp_path}"],
-                        cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+                        cwd=REPO, env=_env(), capture_output=True, text=True,
                         timeout=900)
   assert proc.returncode == 0, proc.stderr[-3000:]
   rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
