@@ -57,8 +57,7 @@ def test_the_profiles_matmul_list_counts_the_same_flops_as_the_analytic_formula(
 def test_decode_speed_prints_its_tables():
   proc = subprocess.run([sys.executable, "benchmarks/decode_speed.py", "--config=configs/t2t.py:shapes,debug",
                          "--batch=2", "--repeats=1", "--train_steps=1", "--vocab_size=50"],
-                        cwd=REPO, env=_env(), capture_output=True, text=True,
-                        timeout=600)
+                        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
           if line.startswith("| configs/")]
@@ -72,8 +71,7 @@ def test_decode_speed_prints_its_tables():
 def test_retrieval_speed_prints_both_backends_and_the_projection():
   proc = subprocess.run([sys.executable, "benchmarks/retrieval_speed.py", "--queries=300", "--bank=2000", "--dim=32",
                          "--k=5", "--query_batch=128"],
-                        cwd=REPO, env=_env(), capture_output=True, text=True,
-                        timeout=600)
+                        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
           if line.startswith("| jax") or line.startswith("| faiss")]
@@ -92,8 +90,7 @@ def test_retrieval_speed_prints_both_backends_and_the_projection():
 def test_input_pipeline_prints_the_waiting_share_of_the_demo(tmp_path):
   proc = subprocess.run([sys.executable, "benchmarks/input_pipeline.py", "--cases=shapes", "--setting=1/2",
                          "--shapes_builder_config=tiny", "--steps=2", f"--data_dir={tmp_path}"],
-                        cwd=REPO, env=_env(), capture_output=True, text=True,
-                        timeout=900)
+                        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, proc.stderr[-3000:]
   rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
           if line.startswith("| 1/2")]
