@@ -59,8 +59,10 @@ class Run:
     # LLVM's optimisation level 0: compiles ~3x faster (measured on the init); every run here uses it.
     base.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0",
                 JAX_PLATFORMS="cpu",
-                # Compiled programs persist between the launches, as with a cache on a cluster's shared disk
-                # (process 0 writes it; the relaunches read it).
+                # Compiled programs persist between the launches, as with a cache on a cluster's shared disk.
+                # Only process 0 writes it, and only process 0 of a relaunch finds its programs there: process 1's
+                # cache keys differ (measured with JAX_EXPLAIN_CACHE_MISSES=1, jax 0.10.2), so it compiles its train
+                # step at every launch.
                 JAX_COMPILATION_CACHE_DIR=str(workdir.parent / "jax_cache"),
                 JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     port = _free_port()
