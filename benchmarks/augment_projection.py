@@ -16,9 +16,9 @@ Captions are CC3M's validation captions (../shared/data/cc3m) when present, else
 accelerator column is a projection, not a measurement: FLOPs per caption counted analytically (2 x multiply-adds
 of every dense layer and attention product), over --accelerator_tflops x --mfu (989: an H100/H200's dense
 bfloat16 peak from its spec sheet; 0.3: an assumed utilization); the host stages (tokenize, ppl) stay on the
-host, over --host_cores. Run this script on the accelerator itself to measure instead of projecting: every model stage is
-JAX and runs on the default device. --tiny swaps in 2-layer random models everywhere (MiniLM is not used), so
-that a test can check the script runs; its figures mean nothing.
+host, over --host_cores. Run this script on the accelerator itself to measure instead of projecting: every model
+stage is JAX and runs on the default device. --tiny swaps in 2-layer random models everywhere (MiniLM is not
+used), so that a test can check the script runs; its figures mean nothing.
 """
 
 from __future__ import annotations
