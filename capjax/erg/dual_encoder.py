@@ -5,13 +5,17 @@ The image tower reads pixels through the conv encoder (`capjax.models.encoders`)
 project's IRv2 grids or pooled vectors), mean-pooled and projected. The text tower is any Flax module mapping
 token ids [B, L] and a mask [B, L] to vectors [B, W]; `TextTransformer`, a small Transformer encoder from
 `capjax.models.layers` over the project's word vocabulary (`WordTokenizer`), is the default; a BERT encoder takes
-its place with its own tokenizer (any callable texts -> ids, mask).
+its place with its own tokenizer (any callable texts -> ids, mask): `bert_model` builds that from a converted
+BERT-family checkpoint (all-MiniLM-L6-v2 from the `minilm` extra, say), whose weights `train` locks by default
+(LiT's locked tower: only the projection learns on the text side, so a small factual corpus cannot wear down
+what the sentence encoder learned on a billion pairs).
 `TrainedEncoder` is the `capjax.erg.retrieve.Encoder` the retriever calls.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +27,8 @@ import optax
 
 from capjax.data.vocab import Vocabulary, build_vocabulary
 from capjax.models import encoders, layers
+from capjax.text_models import bert as bert_lib
+from capjax.text_models import checkpoint, tokenizers
 from capjax.tokens import PAD_ID
 
 MAX_SCALE = 100.0  # CLIP's cap on the learned logit scale (1 / temperature): beyond it training turns unstable
@@ -51,6 +57,30 @@ class TextTransformer(nn.Module):
     x = layers.layer_norm("ln_out")(x)
     weights = mask.astype(x.dtype)[..., None]
     return (x * weights).sum(axis=1) / jnp.maximum(weights.sum(axis=1), 1.0)
+
+
+class BertTower(nn.Module):
+  """A BERT-family encoder, mean-pooled over the mask as sentence-transformers pools: ids, mask [B, L] -> [B, H]."""
+
+  config: bert_lib.BertConfig
+
+  @nn.compact
+  def __call__(self, ids: jax.Array, mask: jax.Array) -> jax.Array:
+    return bert_lib.mean_pool(bert_lib.Bert(self.config, name="bert")(ids, mask).last_hidden_state, mask)
+
+
+@dataclasses.dataclass(frozen=True)
+class BertTokenizer:
+  """Texts -> BERT's WordPiece ids [B, max_len] ([CLS] ... [SEP], cut keeping [SEP]) and their mask: one width,
+  so the jitted towers compile once."""
+
+  wordpiece: tokenizers.WordPiece
+  max_len: int = 32
+
+  def __call__(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    ids, mask, _ = tokenizers.pad(self.wordpiece.encode(list(texts)), self.max_len, self.wordpiece.pad_id,
+                                  self.wordpiece.sep_id, multiple=self.max_len)
+    return ids, mask.astype(bool)
 
 
 class ImageTower(nn.Module):
@@ -154,9 +184,35 @@ def default_model(vocab_size: int, image_encoder: str = "conv", width: int = 128
                      embed_dim)
 
 
+@dataclasses.dataclass(frozen=True)
+class PretrainedText:
+  """A text tower with weights to start from: the model, its tokenizer and the tower's parameters."""
+
+  model: DualEncoder
+  tokenizer: Tokenizer
+  text_params: Any
+
+
+def bert_model(text_model: checkpoint.TextModel | str | os.PathLike[str], image_encoder: str = "conv",
+               width: int = 128, embed_dim: int = 128, max_len: int = 32,
+               conv_widths: Sequence[int] = (32, 64, 128)) -> PretrainedText:
+  """The `default_model` image tower beside a converted BERT-family encoder (a directory or a loaded model) as the
+  text tower, with its WordPiece tokenizer (lowercasing from its config): give `train` all three."""
+  if not isinstance(text_model, checkpoint.TextModel):
+    text_model = checkpoint.load(text_model, "bert")
+  if text_model.kind != "bert":
+    raise checkpoint.WeightsError(f"{text_model.directory} holds a {text_model.kind} model — the text tower needs a "
+                                  "BERT-family checkpoint (convert_weights --format=hf_bert)")
+  max_len = min(max_len, text_model.config.max_position_embeddings)
+  wordpiece = tokenizers.WordPiece(text_model.directory / "vocab.txt", text_model.config.do_lower_case)
+  model = DualEncoder(ImageTower(image_encoder, tuple(conv_widths), width), BertTower(text_model.config), embed_dim)
+  return PretrainedText(model, BertTokenizer(wordpiece, max_len), {"bert": text_model.params})
+
+
 def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualEncoder | None = None,
           tokenizer: Tokenizer | None = None, steps: int = 300, batch_size: int = 64, learning_rate: float = 2e-3,
-          max_len: int = 32, seed: int = 0) -> tuple[TrainedEncoder, list[float]]:
+          max_len: int = 32, seed: int = 0, pretrained: PretrainedText | None = None, lock_text: bool = True
+          ) -> tuple[TrainedEncoder, list[float]]:
   """Trains a dual encoder on (image, caption) pairs: each step draws `batch_size` distinct images and one of
   each image's captions (so no two rows of a batch are the same image: InfoNCE has no false negatives of that kind).
 
@@ -166,6 +222,9 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
     model: default `default_model` over the tokenizer's vocabulary; any DualEncoder, e.g. with a BERT text tower.
     tokenizer: texts -> (ids, mask) for the text tower; default a `WordTokenizer` over the training captions'
       words (each seen at least once).
+    pretrained: a text tower with weights (`bert_model`): its model and tokenizer replace `model` and `tokenizer`,
+      and its parameters replace the text tower's initial ones.
+    lock_text: with `pretrained`, keep the text tower's weights as they are (no gradient step, no weight decay).
 
   Returns:
     The trained encoder and the loss of every step.
@@ -175,6 +234,8 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
                      "list per image")
   if any(len(c) == 0 for c in captions):
     raise ValueError("an image has no caption — give every image at least one")
+  if pretrained is not None:
+    model, tokenizer = pretrained.model, pretrained.tokenizer
   tokenizer = tokenizer or WordTokenizer(build_vocabulary((c for cs in captions for c in cs), min_count=1), max_len)
   if model is None:
     if not isinstance(tokenizer, WordTokenizer):
@@ -184,15 +245,23 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
   rng = np.random.default_rng(seed)
   ids0, mask0 = tokenizer([captions[0][0]] * batch_size)
   init = jax.jit(lambda key, x, i, m: nn.meta.unbox(model.init(key, x, i, m)["params"]))  # one compile, not one per op
-  params = init(jax.random.key(seed), np.asarray(images[:batch_size]), ids0, mask0)
+  init_args = (jax.random.key(seed), np.asarray(images[:batch_size]), ids0, mask0)
+  if pretrained is not None:  # shapes first: a mismatch is refused before anything compiles
+    _check_text_params(jax.eval_shape(init, *init_args)["text_tower"], pretrained.text_params)
+  params = init(*init_args)
   optimizer = optax.adamw(optax.warmup_cosine_decay_schedule(0.0, learning_rate, max(steps // 10, 1), max(steps, 2)),
                           weight_decay=1e-4)
+  locked = {}
+  if pretrained is not None:
+    params = {**params, "text_tower": jax.tree.map(jnp.asarray, pretrained.text_params)}
+    if lock_text:  # outside the differentiated tree: no backward pass through it, no update, no decay
+      locked = {"text_tower": params.pop("text_tower")}
   opt_state = optimizer.init(params)
 
   @jax.jit
-  def step(params, opt_state, images, ids, mask):
+  def step(params, locked, opt_state, images, ids, mask):  # locked: an argument, not constants baked into the HLO
     def loss_fn(p):
-      return info_nce(*model.apply({"params": p}, images, ids, mask))
+      return info_nce(*model.apply({"params": {**p, **locked}}, images, ids, mask))
     loss, grads = jax.value_and_grad(loss_fn)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss
@@ -201,9 +270,16 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
   for _ in range(steps):
     rows = rng.choice(len(images), batch_size, replace=False)
     texts = [captions[r][int(rng.integers(len(captions[r])))] for r in rows]
-    params, opt_state, loss = step(params, opt_state, np.asarray(images[rows]), *tokenizer(texts))
+    params, opt_state, loss = step(params, locked, opt_state, np.asarray(images[rows]), *tokenizer(texts))
     losses.append(float(loss))
-  return TrainedEncoder(model, params, tokenizer), losses
+  return TrainedEncoder(model, {**params, **locked}, tokenizer), losses
+
+
+def _check_text_params(expected: Any, given: Any) -> None:
+  """Refuses pretrained text parameters whose structure or shapes differ from the text tower's."""
+  if (jax.tree.structure(expected) != jax.tree.structure(given)
+      or any(a.shape != np.shape(b) for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(given), strict=True))):
+    raise ValueError("the pretrained text parameters do not match the text tower — build both with bert_model")
 
 
 def recall_at_k(result_ids: np.ndarray, truth: np.ndarray, k: int = 1) -> float:
