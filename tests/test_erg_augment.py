@@ -212,47 +212,44 @@ def test_a_saved_retriever_embeds_exactly_as_the_trained_one(pieces):
   assert dual_encoder.params_digest(loaded.params) == dual_encoder.params_digest(trained.params)
 
 
-def untrained_retriever(image_shape: tuple[int, ...], seed: int):
-  """A default dual encoder at its initial parameters (no training: these tests only need its saved form)."""
-  import flax.linen as nn  # noqa: PLC0415
-  import jax  # noqa: PLC0415
-  from capjax.data.vocab import build_vocabulary  # noqa: PLC0415
-  from capjax.erg import dual_encoder  # noqa: PLC0415
-  tokenizer = dual_encoder.WordTokenizer(build_vocabulary(["a red circle"], min_count=1), 8)
-  model = dual_encoder.default_model(len(tokenizer.vocab), width=16, embed_dim=16, max_len=8, conv_widths=(8,))
-  init = jax.jit(lambda key, *inputs: nn.meta.unbox(model.init(key, *inputs)["params"]))
-  params = init(jax.random.key(seed), np.zeros((1, *image_shape), np.uint8), *tokenizer(["a"]))
-  return dual_encoder.TrainedEncoder(model, params, tokenizer, image_shape, "uint8")
-
-
 def test_a_retriever_that_is_missing_corrupt_or_for_other_images_is_one_line(pieces, tmp_path, capsys):
+  """Each a copy of the session's saved retriever, changed: no compile, no training."""
   import shutil  # noqa: PLC0415
+  import orbax.checkpoint as ocp  # noqa: PLC0415
   from capjax.erg import dual_encoder  # noqa: PLC0415
   job = ["--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", f"--style={STYLE}"]
+
+  def copy(name: str) -> pathlib.Path:
+    return pathlib.Path(shutil.copytree(pieces["retriever_dir"], tmp_path / name))
+
   (tmp_path / "empty").mkdir()
   err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={tmp_path / 'empty'}")
   assert err == (f"error: --retriever={tmp_path / 'empty'}: {tmp_path / 'empty'} is not a saved retriever (no "
                  f"retriever.json) — {dual_encoder.SAVE_HINT}")
-  small = dual_encoder.save(untrained_retriever((32, 32, 3), 0), tmp_path / "small")
+  small = copy("small")  # a retriever of 32 x 32 images (the conv tower's parameters do not depend on the size)
+  meta = json.loads((small / dual_encoder.RETRIEVER_FILE).read_text())
+  (small / dual_encoder.RETRIEVER_FILE).write_text(json.dumps({**meta, "image_shape": [32, 32, 3]}))
   err = main_error(pieces, tmp_path, capsys, *job, "--mode=i2t", f"--retriever={small}")
   assert err == (f"error: --retriever={small} reads images of shape (32, 32, 3) (uint8), but --factual images are "
                  "(64, 64, 3) (uint8) — give a retriever trained on such images, or drop --retriever to train one "
                  "here")
   err = main_error(pieces, tmp_path, capsys, *job, "--mode=t2i", f"--retriever={small}")
   assert "but --stylized images are (64, 64, 3)" in err
-  # Another retriever's parameters (same shapes, other values) under this one's description: the checksum differs.
-  other = dual_encoder.save(untrained_retriever((32, 32, 3), 1), tmp_path / "other")
-  shutil.rmtree(small / dual_encoder.VARIABLES_DIR)
-  shutil.copytree(other / dual_encoder.VARIABLES_DIR, small / dual_encoder.VARIABLES_DIR)
-  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={small}")
-  assert err.endswith("variables does not hold the parameters retriever.json describes (their shapes or checksum "
-                      f"differ) — {dual_encoder.SAVE_HINT}")
-  shutil.rmtree(small / dual_encoder.VARIABLES_DIR)
-  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={small}")
-  assert f"{small / 'variables'} does not hold the parameters retriever.json describes (" in err
-  (other / dual_encoder.RETRIEVER_FILE).write_text('{"format": "capjax.dual_encoder", "vocab": ')  # cut short
-  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={other}")
-  assert f"{other / 'retriever.json'} is not a readable retriever description (JSONDecodeError" in err
+  # Other parameters (one changed) under the description: the checksum differs.
+  changed = copy("changed")
+  params = dict(pieces["retriever"].params, log_scale=pieces["retriever"].params["log_scale"] + 1.0)
+  with ocp.StandardCheckpointer() as checkpointer:
+    checkpointer.save(changed / dual_encoder.VARIABLES_DIR, params, force=True)
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={changed}")
+  assert err == (f"error: --retriever={changed}: {changed / 'variables'} does not hold the parameters retriever.json "
+                 f"describes (their shapes or checksum differ) — {dual_encoder.SAVE_HINT}")
+  shutil.rmtree(changed / dual_encoder.VARIABLES_DIR)
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={changed}")
+  assert f"{changed / 'variables'} does not hold the parameters retriever.json describes (" in err
+  cut = copy("cut")
+  (cut / dual_encoder.RETRIEVER_FILE).write_text('{"format": "capjax.dual_encoder", "vocab": ')
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={cut}")
+  assert f"{cut / 'retriever.json'} is not a readable retriever description (JSONDecodeError" in err
   err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={small}", f"--save_retriever={tmp_path / 's'}")
   assert err.startswith("error: --retriever and --save_retriever do not go together")
   assert not (tmp_path / "aug").exists()
