@@ -10,7 +10,8 @@ For each factual example (image and first caption) the retriever finds the most 
 stylized_scenes records carry, or the one the style-phrase extractor finds with --style_model) and the factual
 caption prompt the generator (`[CLS] phrase [SEP] caption`); the generated caption then passes the three quality
 filters (`capjax.erg.filters`). The nearest scene prompts the generator even at or below the similarity threshold,
-so that every factual example is one generated caption of the funnel and its reject is counted by reason. The kept pairs go to the TFDS dataset NAME (version 1.0.0, split `train`, ArrayRecord)
+so that every factual example is one generated caption of the funnel and its reject is counted by reason. The
+kept pairs go to the TFDS dataset NAME (version 1.0.0, split `train`, ArrayRecord)
 in --output_data_dir (default --data_dir), one record each:
   image            the factual image (absent when the factual dataset has none: then only t2t is possible)
   caption          the generated stylized caption
