@@ -38,3 +38,10 @@ def irv2_weights(tmp_path_factory) -> pathlib.Path:
   directory = tmp_path_factory.mktemp("weights") / "irv2"
   irv2.save_converted(directory, random_irv2_variables(), {"format": "test", "num_classes": IRV2_NUM_CLASSES})
   return directory
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Models trained once per session and shared across test files (tests/trained_models.py).
+# ----------------------------------------------------------------------------------------------------------
+from trained_models import (  # noqa: E402, F401 (fixtures: pytest finds them by name in conftest)
+    erg_generator, erg_generator_dir, erg_retriever, style_classifier, style_classifier_dir, stylized_tiny_data_dir)

@@ -1,18 +1,18 @@
-"""ERG's quality filters and augmentation job on the embedded stylized_scenes data (the `tiny` build), with tiny
-pieces trained here: a generator (20 epochs on 48 images), a style classifier (64 images) and a retriever trained
-by the job itself (20 steps)."""
+"""ERG's quality filters and augmentation job on the embedded stylized_scenes data (the `tiny` build), with the
+session's tiny models (tests/trained_models.py): the generator, the style classifier and the retriever's dual
+encoder (20 steps on 64 factual images), saved and given to the job with --retriever; one job trains its own and
+keeps it with --save_retriever. A saved retriever embeds exactly as the trained one; a directory that is not one,
+or one for other images, is one line."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 
 import numpy as np
 import pytest
 
-from capjax.erg import augment, filters, generate
-from capjax.text_models import style_classifier as sc
+from capjax.erg import augment, filters, retrieve
 
 STYLE = "romantic"
 FACTUAL_SPLIT = "factual[:24]"  # three shards of eight
@@ -20,23 +20,21 @@ PER_SHARD = 8
 
 
 @pytest.fixture(scope="module")
-def pieces(tmp_path_factory):
-  root = tmp_path_factory.mktemp("erg_pieces")
-  import tensorflow_datasets as tfds  # noqa: PLC0415
-  import tfds_builders.stylized_scenes  # noqa: F401, PLC0415 (registers the builder)
-  data_dir = root / "data"
-  tfds.builder("stylized_scenes/tiny", data_dir=data_dir).download_and_prepare(file_format="array_record")
-  generator = generate.train(generate.scene_pairs(48), dataclasses.replace(generate.SCRATCH, epochs=20))
-  classifier = sc.train(sc.stylized_scenes_sentences(0, 64))
-  return {"data_dir": str(data_dir), "generator_dir": str(generate.save(generator, root / "generator")),
-          "style_model_dir": str(classifier.save(root / "style")), "classifier": classifier}
+def pieces(stylized_tiny_data_dir, erg_generator_dir, style_classifier, style_classifier_dir, erg_retriever,
+           tmp_path_factory):
+  """The session's models; a data dir of its own that links the shared `tiny` build (a test adds a dataset)."""
+  data_dir = tmp_path_factory.mktemp("erg_data")
+  (data_dir / "stylized_scenes").symlink_to(stylized_tiny_data_dir / "stylized_scenes")
+  return {"data_dir": str(data_dir), "generator_dir": str(erg_generator_dir),
+          "style_model_dir": str(style_classifier_dir), "classifier": style_classifier,
+          "retriever": erg_retriever[0], "retriever_dir": str(erg_retriever[1])}
 
 
 def run(pieces, out, **overrides):
   args = dict(stylized="stylized_scenes/tiny", factual="stylized_scenes/tiny", style=STYLE, output_dataset="aug",
               generator_dir=pieces["generator_dir"], style_model_dir=pieces["style_model_dir"], mode="t2t",
               data_dir=pieces["data_dir"], output_data_dir=str(out), factual_split=FACTUAL_SPLIT,
-              examples_per_shard=PER_SHARD, retriever_steps=20, retriever_pairs=64, log=lambda line: None)
+              examples_per_shard=PER_SHARD, retriever_dir=pieces["retriever_dir"], log=lambda line: None)
   return augment.augment_dataset(**{**args, **overrides})
 
 
@@ -169,14 +167,89 @@ def write_text_only(out_dir: pathlib.Path, texts: list[str]) -> None:
   info.write_to_directory(out_dir)
 
 
-def test_a_factual_set_without_images_allows_only_t2t(pieces, tmp_path, capsys):
+def test_a_factual_set_without_images_allows_only_t2t_and_the_job_trains_and_saves_its_retriever(
+    pieces, tmp_path, capsys):
+  """Without --retriever the job trains its dual encoder, here on the stylized set's images (the factual set has
+  none), and --save_retriever keeps it: the saved one gives the similarities the job wrote."""
+  from capjax.erg import dual_encoder  # noqa: PLC0415
   data_dir = pathlib.Path(pieces["data_dir"])
   texts = ["a small red circle to the left of a big blue square", "a big green triangle"] * 4
   write_text_only(data_dir / "text_only" / "1.0.0", texts)
   err = main_error(pieces, tmp_path, capsys, "--stylized=stylized_scenes/tiny", "--factual=text_only",
                    "--factual_split=train", f"--style={STYLE}", "--mode=i2t")
   assert "--factual=text_only has no images, so --mode=i2t (image queries) is impossible — use --mode=t2t" in err
-  out_dir, counts = run(pieces, tmp_path, factual="text_only", factual_split="train")
+  lines = []
+  out_dir, counts = run(pieces, tmp_path, factual="text_only", factual_split="train", retriever_dir="",
+                        save_retriever=str(tmp_path / "retriever"), retriever_steps=2, retriever_pairs=16,
+                        min_similarity=-1.0, log=lines.append)  # every similarity passes: records to check below
   builder, records = read(out_dir)
   assert counts.generated == 8 and len(records) == counts.kept and "image" not in builder.info.features
   assert np.all([r["factual_caption"].decode() in texts for r in records])
+  assert lines[0] == f"saved the retriever to {tmp_path / 'retriever'}"
+  saved = dual_encoder.load(tmp_path / "retriever")
+  meta = json.loads((tmp_path / "retriever" / dual_encoder.RETRIEVER_FILE).read_text())
+  assert meta["training"] == {"dataset": "stylized_scenes/tiny", "split": "train", "steps": 2, "pairs": 16, "seed": 0}
+  settings = builder.info.metadata["settings"]
+  assert settings["retriever"] == "" and settings["retriever_steps"] == 2  # trained here, not a --retriever
+  _, stylized = augment.open_dataset("stylized_scenes/tiny", "train", pieces["data_dir"], "--stylized")
+  bank = augment.stylized_bank(stylized, STYLE, None, "train")
+  found = retrieve.Retriever(saved, bank_texts=[b.content for b in bank]).retrieve(
+      "t2t", [r["factual_caption"].decode() for r in records], k=1, threshold=-1.0)
+  assert records and [int(r["scene_id"]) for r in records] == [bank[i].scene_id for i in found.ids[:, 0]]
+  np.testing.assert_allclose([r["similarity"] for r in records], found.scores[:, 0], rtol=1e-6)
+
+
+def test_a_saved_retriever_embeds_exactly_as_the_trained_one(pieces):
+  from capjax.erg import dual_encoder  # noqa: PLC0415
+  trained, loaded = pieces["retriever"], dual_encoder.load(pieces["retriever_dir"])
+  _, source = augment.open_dataset("stylized_scenes/tiny", "factual[:8]", pieces["data_dir"], "--factual")
+  images = np.stack([source[i]["image"] for i in range(8)])
+  texts = [augment._first_caption(source[i]) for i in range(8)] + ["an unseen zebra word", ""]
+  assert (loaded.image_shape, loaded.image_dtype) == ((64, 64, 3), "uint8")
+  assert loaded.tokenizer == trained.tokenizer
+  np.testing.assert_array_equal(loaded.embed_images(images), trained.embed_images(images))
+  np.testing.assert_array_equal(loaded.embed_texts(texts), trained.embed_texts(texts))
+  assert dual_encoder.params_digest(loaded.params) == dual_encoder.params_digest(trained.params)
+
+
+def test_a_retriever_that_is_missing_corrupt_or_for_other_images_is_one_line(pieces, tmp_path, capsys):
+  """Each a copy of the session's saved retriever, changed: no compile, no training."""
+  import shutil  # noqa: PLC0415
+  import orbax.checkpoint as ocp  # noqa: PLC0415
+  from capjax.erg import dual_encoder  # noqa: PLC0415
+  job = ["--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", f"--style={STYLE}"]
+
+  def copy(name: str) -> pathlib.Path:
+    return pathlib.Path(shutil.copytree(pieces["retriever_dir"], tmp_path / name))
+
+  (tmp_path / "empty").mkdir()
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={tmp_path / 'empty'}")
+  assert err == (f"error: --retriever={tmp_path / 'empty'}: {tmp_path / 'empty'} is not a saved retriever (no "
+                 f"retriever.json) — {dual_encoder.SAVE_HINT}")
+  small = copy("small")  # a retriever of 32 x 32 images (the conv tower's parameters do not depend on the size)
+  meta = json.loads((small / dual_encoder.RETRIEVER_FILE).read_text())
+  (small / dual_encoder.RETRIEVER_FILE).write_text(json.dumps({**meta, "image_shape": [32, 32, 3]}))
+  err = main_error(pieces, tmp_path, capsys, *job, "--mode=i2t", f"--retriever={small}")
+  assert err == (f"error: --retriever={small} reads images of shape (32, 32, 3) (uint8), but --factual images are "
+                 "(64, 64, 3) (uint8) — give a retriever trained on such images, or drop --retriever to train one "
+                 "here")
+  err = main_error(pieces, tmp_path, capsys, *job, "--mode=t2i", f"--retriever={small}")
+  assert "but --stylized images are (64, 64, 3)" in err
+  # Other parameters (one changed) under the description: the checksum differs.
+  changed = copy("changed")
+  params = dict(pieces["retriever"].params, log_scale=pieces["retriever"].params["log_scale"] + 1.0)
+  with ocp.StandardCheckpointer() as checkpointer:
+    checkpointer.save(changed / dual_encoder.VARIABLES_DIR, params, force=True)
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={changed}")
+  assert err == (f"error: --retriever={changed}: {changed / 'variables'} does not hold the parameters retriever.json "
+                 f"describes (their shapes or checksum differ) — {dual_encoder.SAVE_HINT}")
+  shutil.rmtree(changed / dual_encoder.VARIABLES_DIR)
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={changed}")
+  assert f"{changed / 'variables'} does not hold the parameters retriever.json describes (" in err
+  cut = copy("cut")
+  (cut / dual_encoder.RETRIEVER_FILE).write_text('{"format": "capjax.dual_encoder", "vocab": ')
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={cut}")
+  assert f"{cut / 'retriever.json'} is not a readable retriever description (JSONDecodeError" in err
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={small}", f"--save_retriever={tmp_path / 's'}")
+  assert err.startswith("error: --retriever and --save_retriever do not go together")
+  assert not (tmp_path / "aug").exists()

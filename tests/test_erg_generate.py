@@ -11,22 +11,17 @@ import pytest
 
 from capjax.erg import generate
 from capjax.scenes import grammar, sample
+from trained_models import stylized_split_pairs
 
 OBJECT_WORDS = frozenset((*sample.SIZES, *sample.COLOURS, *sample.SHAPES, *grammar.PLURALS.values()))
-NUM_TRAIN = 500  # images: 1,000 stylized captions
-
-
-def split_pairs(split: str, num: int) -> list[generate.Pair]:
-  from tfds_builders.stylized_scenes.stylized_scenes_dataset_builder import (  # noqa: PLC0415
-      StylizedScenesConfig, generate_split)
-  config = StylizedScenesConfig(name="erg_generate", num_train=num, num_validation=1, num_test=num, num_factual=1)
-  return generate.training_pairs(record for _, record in generate_split(config, split))
+split_pairs = stylized_split_pairs
 
 
 @pytest.fixture(scope="module")
-def generator() -> generate.Generator:
-  """A tiny GPT-2 from scratch on stylized_scenes' training stylized captions (phrase + content from the spans)."""
-  return generate.train(split_pairs("train", NUM_TRAIN), generate.SCRATCH)
+def generator(erg_generator) -> generate.Generator:
+  """The session's tiny GPT-2 from scratch (tests/trained_models.py: 500 training images of stylized_scenes, their
+  1,000 stylized captions, phrase and content from the spans)."""
+  return erg_generator
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +165,8 @@ def converted_gpt2(tmp_path_factory):
   (root / "tok" / "vocab.json").write_text(json.dumps({**{s: i for i, s in enumerate(symbols)}, "<|endoftext|>": 256}))
   (root / "tok" / "merges.txt").write_text("#version: 0.2\n")
   config = gpt2.GPT2Config(vocab_size=257, n_positions=256, n_embd=32, n_layer=2, n_head=2)
-  params = nn.meta.unbox(gpt2.GPT2(config).init(jax.random.key(1), jnp.zeros((1, 2), jnp.int32))["params"])
+  init = jax.jit(lambda key, ids: nn.meta.unbox(gpt2.GPT2(config).init(key, ids)["params"]))  # not op by op
+  params = jax.tree.map(np.asarray, init(jax.random.key(1), jnp.zeros((1, 2), jnp.int32)))
   return checkpoint.save(root / "converted", "gpt2", config, params, {}, root / "tok"), params
 
 

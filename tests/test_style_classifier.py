@@ -1,8 +1,9 @@
 """The style classifier and the style-phrase extractor on the embedded stylized_scenes sentences: held-out accuracy,
 recovery of the planted phrases, save/load, the commands and `cls` in `python -m capjax.metrics`, bad input.
 
-One tiny BERT is trained once for the module (200 train images: 200 romantic, 200 humorous, 200 factual sentences,
-the random-init defaults; about 30 s on two cores with TensorFlow's start).
+One tiny BERT is trained once for the session (tests/trained_models.py, shared with test_erg_augment: 200 train
+images, so 200 romantic, 200 humorous and 200 factual sentences, the random-init defaults; about 30 s on two cores
+with TensorFlow's start).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "text_models" / "bert"
 
 
 @pytest.fixture(scope="module")
-def classifier():
-  return sc.train(sc.stylized_scenes_sentences(0, 200))
+def classifier(style_classifier):
+  return style_classifier
 
 
 @pytest.fixture(scope="module")
-def saved(classifier, tmp_path_factory):
-  return classifier.save(tmp_path_factory.mktemp("style") / "model")
+def saved(style_classifier_dir):
+  return style_classifier_dir
 
 
 def test_the_training_sentences_are_the_datasets_records():

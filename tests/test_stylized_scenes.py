@@ -85,10 +85,9 @@ def test_the_scenes_are_synthetic_scenes_own_and_the_factual_split_has_no_styliz
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-  directory = tmp_path_factory.mktemp("tfds")
-  tfds.builder("stylized_scenes/tiny", data_dir=directory).download_and_prepare(file_format="array_record")
-  return directory
+def data_dir(stylized_tiny_data_dir):
+  """The session's `tiny` build (tests/trained_models.py, shared with test_erg_augment)."""
+  return stylized_tiny_data_dir
 
 
 def test_the_tiny_build_reads_back_with_data_source(data_dir):

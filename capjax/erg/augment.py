@@ -3,14 +3,15 @@ r"""ERG's augmentation job: stylized captions for a factual dataset, filtered, w
 usage: python -m capjax.erg.augment --stylized=stylized_scenes/tiny --factual=stylized_scenes/tiny --style=romantic \
            --output_dataset=NAME --generator=DIR --style_model=DIR [--lm=LM.json] [--mode=i2i|i2t|t2i|t2t] \
            [--data_dir=DIR] [--output_data_dir=DIR] [--stylized_split=train] [--factual_split=factual] \
-           [--examples_per_shard=1024] [--retriever_steps=200]
+           [--examples_per_shard=1024] [--retriever_steps=200] [--retriever=DIR | --save_retriever=DIR]
 
 For each factual example (image and first caption) the retriever finds the most similar stylized scene of --style
 (the query and bank sides by --mode, as in the paper's Table 1); the scene's style phrase (the planted phrase that
 stylized_scenes records carry, or the one the style-phrase extractor finds with --style_model) and the factual
 caption prompt the generator (`[CLS] phrase [SEP] caption`); the generated caption then passes the three quality
 filters (`capjax.erg.filters`). The nearest scene prompts the generator even at or below the similarity threshold,
-so that every factual example is one generated caption of the funnel and its reject is counted by reason. The kept pairs go to the TFDS dataset NAME (version 1.0.0, split `train`, ArrayRecord)
+so that every factual example is one generated caption of the funnel and its reject is counted by reason. The
+kept pairs go to the TFDS dataset NAME (version 1.0.0, split `train`, ArrayRecord)
 in --output_data_dir (default --data_dir), one record each:
   image            the factual image (absent when the factual dataset has none: then only t2t is possible)
   caption          the generated stylized caption
@@ -27,7 +28,9 @@ The pieces: --generator from `python -m capjax.erg.generate --train --output=DIR
 `python -m capjax.text_models.style_classifier --output=DIR`, --lm from `python -m capjax.metrics.stylized_lm`
 (default: a trigram LM trained here on the stylized set's captions of --style). The retriever's dual encoder is
 trained here (`capjax.erg.dual_encoder`, --retriever_steps) on the factual (image, caption) pairs, or on the
-stylized set's when the factual dataset has no images; it has no saved form yet.
+stylized set's when the factual dataset has no images; --save_retriever=DIR keeps it in DIR, and --retriever=DIR
+loads such a directory instead of training one (for another style, another factual shard of the same corpus, or a
+rerun: training is most of a small job's time).
 
 The factual split is cut into shards of --examples_per_shard consecutive examples; a shard is written to a temporary
 file and renamed when complete, so a killed job, run again with the same arguments, resumes at the first missing
@@ -75,6 +78,7 @@ class Settings:
   generator: str      # sha256 of the generator's description and parameters' metadata
   style_model: str    # sha256 of the classifier's description
   lm: str             # sha256 of the LM file, or "" for the LM trained on the stylized captions
+  retriever: str      # the --retriever's parameter checksum, or "" for the one trained here (retriever_steps, seed)
   examples_per_shard: int
   retriever_steps: int
   beam_size: int
@@ -175,6 +179,23 @@ def _first_caption(record: dict[str, Any]) -> str:
   return _text(captions[0])
 
 
+def load_retriever(directory: str, modes_images: dict[str, Any]):
+  """The dual encoder saved in `directory`; an AugmentError when it is not one, or when it reads images of another
+  shape than a dataset whose images the mode embeds (`modes_images`: flag -> that dataset's image feature)."""
+  from capjax.erg import dual_encoder  # noqa: PLC0415
+  try:
+    encoder = dual_encoder.load(directory)
+  except dual_encoder.RetrieverError as error:
+    raise AugmentError(f"--retriever={directory}: {error}") from error
+  for flag, feature in modes_images.items():
+    if tuple(feature.shape) != encoder.image_shape or np.dtype(feature.np_dtype).name != encoder.image_dtype:
+      raise AugmentError(f"--retriever={directory} reads images of shape {encoder.image_shape} "
+                         f"({encoder.image_dtype}), but {flag} images are {tuple(feature.shape)} "
+                         f"({np.dtype(feature.np_dtype).name}) — give a retriever trained on such images, or drop "
+                         "--retriever to train one here")
+  return encoder
+
+
 def train_retriever(source, has_images: bool, steps: int, num_pairs: int, seed: int, where: str):
   """The dual encoder, trained on up to `num_pairs` (image, captions) records of `source`."""
   from capjax.erg import dual_encoder  # noqa: PLC0415
@@ -223,13 +244,14 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
                     style_model_dir: str, lm_path: str = "", mode: str = "t2t", data_dir: str,
                     output_data_dir: str = "", stylized_split: str = "train", factual_split: str = "factual",
                     examples_per_shard: int = DEFAULT_EXAMPLES_PER_SHARD, retriever_steps: int = 200,
-                    retriever_pairs: int = 1024, beam_size: int = 1, batch_size: int = 256,
+                    retriever_pairs: int = 1024, retriever_dir: str = "", save_retriever: str = "",
+                    beam_size: int = 1, batch_size: int = 256,
                     max_perplexity: float = filters.MAX_PERPLEXITY, min_similarity: float = filters.MIN_SIMILARITY,
                     seed: int = 0, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
                     ) -> tuple[pathlib.Path, filters.Counts]:
   """Writes the augmented dataset and returns its directory and the filters' counts; an AugmentError for bad
   input (before any output is written)."""
-  from capjax.erg import generate  # noqa: PLC0415
+  from capjax.erg import dual_encoder, generate  # noqa: PLC0415
   from capjax.metrics import stylized_lm  # noqa: PLC0415
   from capjax.text_models import style_classifier as sc  # noqa: PLC0415
   from capjax.text_models import style_phrases  # noqa: PLC0415
@@ -252,6 +274,16 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
   if bank_side == "image" and not stylized_images:
     raise AugmentError(f"--stylized={stylized} has no images, so --mode={mode} (an image bank) is impossible — use "
                        f"--mode={query_side[0]}2t")
+
+  if retriever_dir and save_retriever:
+    raise AugmentError("--retriever and --save_retriever do not go together — give --retriever=DIR to use a saved "
+                       "retriever, or --save_retriever=DIR to train one here and keep it")
+  encoder = None  # the saved retriever, checked before the bigger models load
+  if retriever_dir:
+    image_flags = {"--factual": factual_builder.info.features["image"]} if query_side == "image" else {}
+    if bank_side == "image":
+      image_flags["--stylized"] = stylized_builder.info.features["image"]
+    encoder = load_retriever(retriever_dir, image_flags)
 
   generator_path, style_path = pathlib.Path(generator_dir or ""), pathlib.Path(style_model_dir or "")
   if not generator_dir:
@@ -293,16 +325,24 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
       factual=f"{factual_builder.name}/{factual}/{factual_builder.version}:{factual_split}", style=style, mode=mode,
       generator=_fingerprint(generator_path / generate.GENERATOR_FILE),
       style_model=_fingerprint(*sorted(p for p in style_path.glob("*.json"))),
-      lm=_fingerprint(pathlib.Path(lm_path)) if lm_path else "", examples_per_shard=examples_per_shard,
-      retriever_steps=retriever_steps, beam_size=beam_size, max_perplexity=float(max_perplexity),
+      lm=_fingerprint(pathlib.Path(lm_path)) if lm_path else "",
+      retriever=dual_encoder.params_digest(encoder.params) if encoder is not None else "",
+      examples_per_shard=examples_per_shard, retriever_steps=0 if encoder is not None else retriever_steps,
+      beam_size=beam_size, max_perplexity=float(max_perplexity),
       min_similarity=float(min_similarity), seed=seed)
   _check_manifest(out_dir, settings, write=False)
 
-  # The retriever: trained on the factual pairs, or the stylized set's when the factual dataset has no images.
-  train_source, train_where = ((factual_source, f"--factual={factual}") if factual_images
-                               else (stylized_source, f"--stylized={stylized}"))
-  encoder = train_retriever(train_source, factual_images or stylized_images, retriever_steps, retriever_pairs, seed,
-                            train_where)
+  # The retriever: loaded, or trained on the factual pairs (the stylized set's when the factual set has no images).
+  if encoder is None:
+    train_source, train_where = ((factual_source, f"--factual={factual}") if factual_images
+                                 else (stylized_source, f"--stylized={stylized}"))
+    encoder = train_retriever(train_source, factual_images or stylized_images, retriever_steps, retriever_pairs,
+                              seed, train_where)
+    if save_retriever:
+      dual_encoder.save(encoder, save_retriever, {"dataset": train_where.split("=", 1)[1], "split": (
+          factual_split if factual_images else stylized_split), "steps": retriever_steps, "pairs": retriever_pairs,
+          "seed": seed})
+      log(f"saved the retriever to {save_retriever}")
   bank_items = (_images(stylized_source, [s.index for s in bank]) if bank_side == "image"
                 else [s.content for s in bank])
   retriever = retrieve.Retriever(encoder, **{f"bank_{bank_side}s": bank_items})
@@ -418,6 +458,10 @@ def _flags():
                        flag_values=values)
   flags.DEFINE_integer("retriever_pairs", 1024, "(image, captions) records the retriever trains on", lower_bound=2,
                        flag_values=values)
+  flags.DEFINE_string("retriever", "", "a directory from --save_retriever: use its dual encoder instead of training "
+                      "one (--retriever_steps, --retriever_pairs and --seed then do not apply)", flag_values=values)
+  flags.DEFINE_string("save_retriever", "", "keep the dual encoder trained here in this directory (for --retriever)",
+                      flag_values=values)
   flags.DEFINE_integer("beam_size", 1, "the generator's beam (1: greedy)", lower_bound=1, flag_values=values)
   flags.DEFINE_float("max_perplexity", filters.MAX_PERPLEXITY, "the perplexity filter (the paper's 80)",
                      flag_values=values)
@@ -437,6 +481,8 @@ def main(argv: Sequence[str]) -> None:
   data_dir = os.path.expanduser(values["data_dir"].value or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
   output_data_dir = values["output_data_dir"].value or data_dir
   cli.writable_dir(output_data_dir, "--output_data_dir")
+  if values["save_retriever"].value:
+    cli.writable_dir(values["save_retriever"].value, "--save_retriever")
   try:
     out_dir, counts = augment_dataset(
         stylized=values["stylized"].value, factual=values["factual"].value, style=values["style"].value,
@@ -445,6 +491,7 @@ def main(argv: Sequence[str]) -> None:
         data_dir=data_dir, output_data_dir=output_data_dir, stylized_split=values["stylized_split"].value,
         factual_split=values["factual_split"].value, examples_per_shard=values["examples_per_shard"].value,
         retriever_steps=values["retriever_steps"].value, retriever_pairs=values["retriever_pairs"].value,
+        retriever_dir=values["retriever"].value, save_retriever=values["save_retriever"].value,
         beam_size=values["beam_size"].value, max_perplexity=values["max_perplexity"].value,
         min_similarity=values["min_similarity"].value, seed=values["seed"].value)
   except AugmentError as error:

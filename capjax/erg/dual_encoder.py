@@ -9,13 +9,18 @@ its place with its own tokenizer (any callable texts -> ids, mask): `bert_model`
 BERT-family checkpoint (all-MiniLM-L6-v2 from the `minilm` extra, say), whose weights `train` locks by default
 (LiT's locked tower: only the projection learns on the text side, so a small factual corpus cannot wear down
 what the sentence encoder learned on a billion pairs).
-`TrainedEncoder` is the `capjax.erg.retrieve.Encoder` the retriever calls.
+`TrainedEncoder` is the `capjax.erg.retrieve.Encoder` the retriever calls; `save` and `load` keep the default
+model (conv or features image tower, `TextTransformer`, `WordTokenizer`) in a directory: `retriever.json` (the
+towers' sizes, the vocabulary, the image shape it reads, a checksum of the parameters) and `variables/` (orbax).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
+import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,7 +36,17 @@ from capjax.text_models import bert as bert_lib
 from capjax.text_models import checkpoint, tokenizers
 from capjax.tokens import PAD_ID
 
+RETRIEVER_FILE = "retriever.json"
+VARIABLES_DIR = "variables"
+FORMAT = "capjax.dual_encoder"
+SAVE_HINT = ("save one with `python -m capjax.erg.augment ... --save_retriever=DIR` (it trains the retriever and "
+             "keeps it there)")
 MAX_SCALE = 100.0  # CLIP's cap on the learned logit scale (1 / temperature): beyond it training turns unstable
+
+
+class RetrieverError(ValueError):
+  """A directory that is not a whole saved retriever, or an encoder that cannot be saved: the message says what is
+  wrong and what to do."""
 
 
 class TextTransformer(nn.Module):
@@ -164,6 +179,8 @@ class TrainedEncoder:
   model: DualEncoder
   params: Any
   tokenizer: Tokenizer
+  image_shape: tuple[int, ...] | None = None  # one image as the image tower reads it (pixels or features)
+  image_dtype: str | None = None
 
   def __post_init__(self):
     self._images = jax.jit(lambda p, x: self.model.apply({"params": p}, x, method=DualEncoder.embed_images))
@@ -272,7 +289,8 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
     texts = [captions[r][int(rng.integers(len(captions[r])))] for r in rows]
     params, opt_state, loss = step(params, locked, opt_state, np.asarray(images[rows]), *tokenizer(texts))
     losses.append(float(loss))
-  return TrainedEncoder(model, {**params, **locked}, tokenizer), losses
+  images = np.asarray(images)
+  return TrainedEncoder(model, {**params, **locked}, tokenizer, tuple(images.shape[1:]), images.dtype.name), losses
 
 
 def _check_text_params(expected: Any, given: Any) -> None:
@@ -285,3 +303,100 @@ def _check_text_params(expected: Any, given: Any) -> None:
 def recall_at_k(result_ids: np.ndarray, truth: np.ndarray, k: int = 1) -> float:
   """Share of queries whose true bank row is among their first k ids."""
   return float(np.mean((result_ids[:, :k] == np.asarray(truth)[:, None]).any(axis=1)))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Saving and loading
+# ----------------------------------------------------------------------------------------------------------
+def params_digest(params: Any) -> str:
+  """sha256 over every parameter's path, dtype, shape and bytes: the identity of a trained retriever (a resumed
+  augmentation must use the same one) and the check that `variables/` is the one `retriever.json` describes."""
+  digest = hashlib.sha256()
+  for path, leaf in sorted(jax.tree_util.tree_flatten_with_path(params)[0], key=lambda item: jax.tree_util.keystr(
+      item[0])):
+    value = np.ascontiguousarray(np.asarray(leaf))
+    digest.update(f"{jax.tree_util.keystr(path)}|{value.dtype.name}|{value.shape}|".encode())
+    digest.update(value.tobytes())
+  return digest.hexdigest()
+
+
+def _description(encoder: TrainedEncoder) -> dict[str, Any]:
+  model, tokenizer = encoder.model, encoder.tokenizer
+  if (type(model) is not DualEncoder or type(model.image_tower) is not ImageTower
+      or type(model.text_tower) is not TextTransformer or not isinstance(tokenizer, WordTokenizer)):
+    raise RetrieverError("only the default dual encoder (ImageTower, TextTransformer, WordTokenizer) has a saved "
+                         "form — keep a custom encoder with its own code")
+  if encoder.image_shape is None or encoder.image_dtype is None:
+    raise RetrieverError("this encoder does not record the image shape it reads — train it with "
+                         "`capjax.erg.dual_encoder.train`, which records it")
+  image, text = model.image_tower, model.text_tower
+  return {
+      "format": FORMAT,
+      "image_tower": {"encoder": image.encoder, "widths": list(image.widths), "out_features": image.out_features},
+      "text_tower": {"vocab_size": text.vocab_size, "width": text.width, "num_layers": text.num_layers,
+                     "num_heads": text.num_heads, "mlp_dim": text.mlp_dim, "max_len": text.max_len},
+      "embed_dim": model.embed_dim, "init_temperature": model.init_temperature,
+      "image_shape": list(encoder.image_shape), "image_dtype": encoder.image_dtype,
+      "tokenizer_max_len": tokenizer.max_len, "vocab": list(tokenizer.vocab.words),
+  }
+
+
+def save(encoder: TrainedEncoder, directory: str | pathlib.Path, training: dict[str, Any] | None = None
+         ) -> pathlib.Path:
+  """Writes `encoder` (the default model only: a RetrieverError otherwise) to `directory`; `training` (e.g. the
+  data, steps and seed it was trained with) is kept in `retriever.json` for the reader."""
+  import orbax.checkpoint as ocp  # noqa: PLC0415 (only saving and loading need orbax)
+  meta = _description(encoder)
+  params = jax.tree.map(np.asarray, nn.meta.unbox(encoder.params))
+  meta["params_sha256"] = params_digest(params)
+  meta["training"] = dict(training or {})
+  directory = pathlib.Path(directory).resolve()
+  directory.mkdir(parents=True, exist_ok=True)
+  with ocp.StandardCheckpointer() as checkpointer:
+    checkpointer.save(directory / VARIABLES_DIR, params, force=True)
+  (directory / RETRIEVER_FILE).write_text(json.dumps(meta, indent=2) + "\n")  # last: a directory with it is whole
+  return directory
+
+
+def load(directory: str | pathlib.Path) -> TrainedEncoder:
+  """The retriever saved in `directory`; a RetrieverError when it is not a whole one (no or unreadable
+  `retriever.json`, parameters of other shapes or another checksum than it describes)."""
+  import orbax.checkpoint as ocp  # noqa: PLC0415
+  directory = pathlib.Path(directory).resolve()
+  meta_path = directory / RETRIEVER_FILE
+  if not meta_path.is_file():
+    raise RetrieverError(f"{directory} is not a saved retriever (no {RETRIEVER_FILE}) — {SAVE_HINT}")
+  try:
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+      raise ValueError(f'no "format": "{FORMAT}"')
+    model = DualEncoder(ImageTower(meta["image_tower"]["encoder"], tuple(meta["image_tower"]["widths"]),
+                                   int(meta["image_tower"]["out_features"])),
+                        TextTransformer(**{k: int(v) for k, v in meta["text_tower"].items()}),
+                        int(meta["embed_dim"]), float(meta["init_temperature"]))
+    tokenizer = WordTokenizer(Vocabulary(tuple(meta["vocab"])), int(meta["tokenizer_max_len"]))
+    image_shape, image_dtype = tuple(int(d) for d in meta["image_shape"]), np.dtype(meta["image_dtype"]).name
+    if len(tokenizer.vocab) != model.text_tower.vocab_size:
+      raise ValueError(f"{len(tokenizer.vocab)} vocabulary words for a text tower of {model.text_tower.vocab_size}")
+    ids, mask = tokenizer(["a"])
+    shapes = jax.eval_shape(lambda: nn.meta.unbox(model.init(
+        jax.random.key(0), jnp.zeros((1, *image_shape), image_dtype), ids, mask)["params"]))
+    expected_digest = str(meta["params_sha256"])
+  except (ValueError, KeyError, TypeError, AttributeError) as error:  # not JSON, a field missing or of a wrong type
+    raise RetrieverError(f"{meta_path} is not a readable retriever description ({type(error).__name__}: "
+                         f"{' '.join(str(error).split())[:200]}) — {SAVE_HINT}") from error
+  target = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), shapes)
+  try:
+    with ocp.StandardCheckpointer() as checkpointer:
+      params = checkpointer.restore(directory / VARIABLES_DIR, target)
+  except Exception as error:  # noqa: BLE001 (orbax and tensorstore raise many types for a missing or foreign file)
+    raise RetrieverError(f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes "
+                         f"({type(error).__name__}) — {SAVE_HINT}") from error
+  params = jax.tree.map(np.asarray, params)
+  # orbax restores a stored array whole even when the target's shape differs; the checksum catches the rest.
+  if (jax.tree.structure(params) != jax.tree.structure(target)
+      or any(np.shape(a) != b.shape for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(target)))
+      or params_digest(params) != expected_digest):
+    raise RetrieverError(f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes "
+                         f"(their shapes or checksum differ) — {SAVE_HINT}")
+  return TrainedEncoder(model, params, tokenizer, image_shape, image_dtype)

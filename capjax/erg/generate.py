@@ -360,7 +360,9 @@ def new_generator(pairs: Sequence[Pair], weights_dir: str | pathlib.Path | None 
     raise GeneratorError(f"training prompts of {prompt} and captions of {caption} tokens do not fit in "
                          f"n_positions={config.n_positions} — use a model with more positions")
   if params is None:
-    params = nn.meta.unbox(gpt2_lib.GPT2(config).init(jax.random.key(seed), jnp.zeros((1, 2), jnp.int32))["params"])
+    # Jitted: one compile, not one per operation (Flax init op by op takes seconds).
+    init = jax.jit(lambda key, ids: nn.meta.unbox(gpt2_lib.GPT2(config).init(key, ids)["params"]))
+    params = jax.tree.map(np.asarray, init(jax.random.key(seed), jnp.zeros((1, 2), jnp.int32)))
   return Generator(config, params, vocab, prompt_length, caption_length)
 
 

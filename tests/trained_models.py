@@ -1,0 +1,75 @@
+"""The models that several test files need, each trained once per session (conftest.py imports the fixtures):
+the style classifier (test_style_classifier, test_erg_augment), ERG's generator (test_erg_generate,
+test_erg_augment), the retriever's dual encoder (test_erg_augment) and the `tiny` stylized_scenes build
+(test_stylized_scenes, test_erg_augment). Training them once per file cost CI about three minutes.
+
+Heavy imports stay inside the fixtures: conftest must not import jax before it sets XLA_FLAGS.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+NUM_GENERATOR_TRAIN = 500  # stylized_scenes training images: 1,000 stylized captions
+RETRIEVER_STEPS = 20       # the augmentation tests' retriever: 20 steps on the first 64 factual images
+RETRIEVER_PAIRS = 64
+
+
+def stylized_split_pairs(split: str, num: int) -> list:
+  """generate.Pair of `num` images of stylized_scenes' `split`, as its builder writes them (phrase spans removed)."""
+  from capjax.erg import generate  # noqa: PLC0415
+  from tfds_builders.stylized_scenes.stylized_scenes_dataset_builder import (  # noqa: PLC0415
+      StylizedScenesConfig, generate_split)
+  config = StylizedScenesConfig(name="erg_generate", num_train=num, num_validation=1, num_test=num, num_factual=1)
+  return generate.training_pairs(record for _, record in generate_split(config, split))
+
+
+@pytest.fixture(scope="session")
+def stylized_tiny_data_dir(tmp_path_factory) -> pathlib.Path:
+  """A TFDS data dir holding the `stylized_scenes/tiny` build (ArrayRecord). Read it only: tests share it."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  import tfds_builders.stylized_scenes  # noqa: F401, PLC0415 (registers the builder)
+  directory = tmp_path_factory.mktemp("stylized_tiny")
+  tfds.builder("stylized_scenes/tiny", data_dir=directory).download_and_prepare(file_format="array_record")
+  return directory
+
+
+@pytest.fixture(scope="session")
+def style_classifier():
+  """A tiny BERT style classifier (factual/humorous/romantic) on 200 training images' sentences, default settings."""
+  from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+  return sc.train(sc.stylized_scenes_sentences(0, 200))
+
+
+@pytest.fixture(scope="session")
+def style_classifier_dir(style_classifier, tmp_path_factory) -> pathlib.Path:
+  """`style_classifier` saved. Read it only: tests share it."""
+  return style_classifier.save(tmp_path_factory.mktemp("style") / "model")
+
+
+@pytest.fixture(scope="session")
+def erg_generator():
+  """A tiny GPT-2 from scratch (generate.SCRATCH) on stylized_scenes' training stylized captions."""
+  from capjax.erg import generate  # noqa: PLC0415
+  return generate.train(stylized_split_pairs("train", NUM_GENERATOR_TRAIN), generate.SCRATCH)
+
+
+@pytest.fixture(scope="session")
+def erg_generator_dir(erg_generator, tmp_path_factory) -> pathlib.Path:
+  """`erg_generator` saved. Read it only: tests share it."""
+  from capjax.erg import generate  # noqa: PLC0415
+  return generate.save(erg_generator, tmp_path_factory.mktemp("generator") / "gen")
+
+
+@pytest.fixture(scope="session")
+def erg_retriever(stylized_tiny_data_dir, tmp_path_factory):
+  """(encoder, directory): the dual encoder the augmentation job trains on `tiny`'s factual split (RETRIEVER_STEPS
+  steps on RETRIEVER_PAIRS images, seed 0), and the directory it is saved in (for --retriever). Read it only."""
+  from capjax.erg import augment, dual_encoder  # noqa: PLC0415
+  _, source = augment.open_dataset("stylized_scenes/tiny", "factual", str(stylized_tiny_data_dir), "--factual")
+  encoder = augment.train_retriever(source, True, RETRIEVER_STEPS, RETRIEVER_PAIRS, 0, "--factual")
+  directory = dual_encoder.save(encoder, tmp_path_factory.mktemp("retriever") / "retriever",
+                                {"dataset": "stylized_scenes/tiny", "split": "factual", "steps": RETRIEVER_STEPS})
+  return encoder, directory
