@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import pathlib
 
+import jax
 import numpy as np
 import pytest
 
@@ -253,3 +254,35 @@ def test_a_retriever_that_is_missing_corrupt_or_for_other_images_is_one_line(pie
   err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={small}", f"--save_retriever={tmp_path / 's'}")
   assert err.startswith("error: --retriever and --save_retriever do not go together")
   assert not (tmp_path / "aug").exists()
+
+
+def test_a_text_encoder_becomes_the_locked_text_tower_and_is_saved_with_the_retriever(pieces, tmp_path, capsys):
+  """--text_encoder (here the tiny BERT fixture, converted): the job trains the retriever around it, locked, and
+  --save_retriever keeps the BERT tower with its vocab.txt; the saved one gives the similarities the job wrote."""
+  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.text_models import checkpoint  # noqa: PLC0415
+  from capjax.tools import convert_weights  # noqa: PLC0415
+  bert = tmp_path / "bert"
+  convert_weights.convert_hf("hf_bert", pathlib.Path(__file__).parent / "fixtures" / "text_models" / "bert", bert)
+  job = ["--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", f"--style={STYLE}"]
+  err = main_error(pieces, tmp_path, capsys, *job, f"--retriever={pieces['retriever_dir']}", f"--text_encoder={bert}")
+  assert err.startswith("error: --retriever and --text_encoder do not go together")
+  err = main_error(pieces, tmp_path, capsys, *job, f"--text_encoder={tmp_path}")
+  assert err.startswith(f"error: --text_encoder={tmp_path}: {tmp_path / 'config.json'} is missing")
+  saved_dir = tmp_path / "retriever"
+  out_dir, counts = run(pieces, tmp_path / "out", factual_split="factual[:8]", retriever_dir="", text_encoder=str(bert),
+                        save_retriever=str(saved_dir), retriever_steps=2, retriever_pairs=16, min_similarity=-1.0)
+  builder, records = read(out_dir)
+  assert counts.generated == 8 and len(records) == counts.kept > 0
+  assert builder.info.metadata["settings"]["text_encoder"] != ""
+  saved = dual_encoder.load(saved_dir)
+  assert isinstance(saved.model.text_tower, dual_encoder.BertTower) and (saved_dir / "vocab.txt").is_file()
+  for a, b in zip(jax.tree.leaves(saved.params["text_tower"]["bert"]),
+                  jax.tree.leaves(checkpoint.load(bert, "bert").params), strict=True):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # locked: the checkpoint's weights, unchanged
+  _, stylized = augment.open_dataset("stylized_scenes/tiny", "train", pieces["data_dir"], "--stylized")
+  bank = augment.stylized_bank(stylized, STYLE, None, "train")
+  found = retrieve.Retriever(saved, bank_texts=[b.content for b in bank]).retrieve(
+      "t2t", [r["factual_caption"].decode() for r in records], k=1, threshold=-1.0)
+  assert [int(r["scene_id"]) for r in records] == [bank[i].scene_id for i in found.ids[:, 0]]
+  np.testing.assert_allclose([r["similarity"] for r in records], found.scores[:, 0], rtol=1e-5, atol=1e-6)

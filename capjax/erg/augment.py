@@ -3,7 +3,8 @@ r"""ERG's augmentation job: stylized captions for a factual dataset, filtered, w
 usage: python -m capjax.erg.augment --stylized=stylized_scenes/tiny --factual=stylized_scenes/tiny --style=romantic \
            --output_dataset=NAME --generator=DIR --style_model=DIR [--lm=LM.json] [--mode=i2i|i2t|t2i|t2t] \
            [--data_dir=DIR] [--output_data_dir=DIR] [--stylized_split=train] [--factual_split=factual] \
-           [--examples_per_shard=1024] [--retriever_steps=200] [--retriever=DIR | --save_retriever=DIR]
+           [--examples_per_shard=1024] [--retriever_steps=200] [--text_encoder=BERT_DIR] \
+           [--retriever=DIR | --save_retriever=DIR]
 
 For each factual example (image and first caption) the retriever finds the most similar stylized scene of --style
 (the query and bank sides by --mode, as in the paper's Table 1); the scene's style phrase (the planted phrase that
@@ -28,9 +29,11 @@ The pieces: --generator from `python -m capjax.erg.generate --train --output=DIR
 `python -m capjax.text_models.style_classifier --output=DIR`, --lm from `python -m capjax.metrics.stylized_lm`
 (default: a trigram LM trained here on the stylized set's captions of --style). The retriever's dual encoder is
 trained here (`capjax.erg.dual_encoder`, --retriever_steps) on the factual (image, caption) pairs, or on the
-stylized set's when the factual dataset has no images; --save_retriever=DIR keeps it in DIR, and --retriever=DIR
-loads such a directory instead of training one (for another style, another factual shard of the same corpus, or a
-rerun: training is most of a small job's time).
+stylized set's when the factual dataset has no images. Its text tower is a small Transformer over the captions'
+words, or with --text_encoder=DIR a converted BERT-family encoder (all-MiniLM-L6-v2: `convert_weights
+--format=hf_bert`), kept locked while the image tower and the projections learn. --save_retriever=DIR keeps it in
+DIR, and --retriever=DIR loads such a directory instead of training one (for another style, another factual shard
+of the same corpus, or a rerun: training is most of a small job's time).
 
 The factual split is cut into shards of --examples_per_shard consecutive examples; a shard is written to a temporary
 file and renamed when complete, so a killed job, run again with the same arguments, resumes at the first missing
@@ -79,6 +82,7 @@ class Settings:
   style_model: str    # sha256 of the classifier's description
   lm: str             # sha256 of the LM file, or "" for the LM trained on the stylized captions
   retriever: str      # the --retriever's parameter checksum, or "" for the one trained here (retriever_steps, seed)
+  text_encoder: str   # sha256 of the --text_encoder's config and metadata, or "" for the default text tower
   examples_per_shard: int
   retriever_steps: int
   beam_size: int
@@ -196,8 +200,19 @@ def load_retriever(directory: str, modes_images: dict[str, Any]):
   return encoder
 
 
-def train_retriever(source, has_images: bool, steps: int, num_pairs: int, seed: int, where: str):
-  """The dual encoder, trained on up to `num_pairs` (image, captions) records of `source`."""
+def text_encoder_model(directory: str):
+  """The dual encoder with the converted BERT-family checkpoint in `directory` as its text tower."""
+  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.text_models import checkpoint  # noqa: PLC0415
+  try:
+    return dual_encoder.bert_model(directory)
+  except checkpoint.WeightsError as error:
+    raise AugmentError(f"--text_encoder={directory}: {error}") from error
+
+
+def train_retriever(source, has_images: bool, steps: int, num_pairs: int, seed: int, where: str, pretrained=None):
+  """The dual encoder, trained on up to `num_pairs` (image, captions) records of `source` (with the text tower of
+  `pretrained`, a `dual_encoder.bert_model`, when given)."""
   from capjax.erg import dual_encoder  # noqa: PLC0415
   if not has_images:
     raise AugmentError(f"neither dataset has images to train the retriever's dual encoder on ({where}) — give a "
@@ -211,7 +226,7 @@ def train_retriever(source, has_images: bool, steps: int, num_pairs: int, seed: 
                        "with image captions")
   images = np.stack([np.asarray(records[i]["image"]) for i in keep])
   encoder, _ = dual_encoder.train(images, [captions[i] for i in keep], steps=steps, batch_size=min(64, len(keep)),
-                                  seed=seed)
+                                  seed=seed, pretrained=pretrained)
   return encoder
 
 
@@ -245,6 +260,7 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
                     output_data_dir: str = "", stylized_split: str = "train", factual_split: str = "factual",
                     examples_per_shard: int = DEFAULT_EXAMPLES_PER_SHARD, retriever_steps: int = 200,
                     retriever_pairs: int = 1024, retriever_dir: str = "", save_retriever: str = "",
+                    text_encoder: str = "",
                     beam_size: int = 1, batch_size: int = 256,
                     max_perplexity: float = filters.MAX_PERPLEXITY, min_similarity: float = filters.MIN_SIMILARITY,
                     seed: int = 0, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
@@ -278,6 +294,10 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
   if retriever_dir and save_retriever:
     raise AugmentError("--retriever and --save_retriever do not go together — give --retriever=DIR to use a saved "
                        "retriever, or --save_retriever=DIR to train one here and keep it")
+  if retriever_dir and text_encoder:
+    raise AugmentError("--retriever and --text_encoder do not go together — a saved retriever has its text tower; "
+                       "give --text_encoder only when the job trains the retriever")
+  pretrained = text_encoder_model(text_encoder) if text_encoder else None
   encoder = None  # the saved retriever, checked before the bigger models load
   if retriever_dir:
     image_flags = {"--factual": factual_builder.info.features["image"]} if query_side == "image" else {}
@@ -327,6 +347,8 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
       style_model=_fingerprint(*sorted(p for p in style_path.glob("*.json"))),
       lm=_fingerprint(pathlib.Path(lm_path)) if lm_path else "",
       retriever=dual_encoder.params_digest(encoder.params) if encoder is not None else "",
+      text_encoder=_fingerprint(*(pathlib.Path(text_encoder) / name for name in ("config.json", "metadata.json")
+                                  if (pathlib.Path(text_encoder) / name).is_file())) if text_encoder else "",
       examples_per_shard=examples_per_shard, retriever_steps=0 if encoder is not None else retriever_steps,
       beam_size=beam_size, max_perplexity=float(max_perplexity),
       min_similarity=float(min_similarity), seed=seed)
@@ -337,7 +359,7 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
     train_source, train_where = ((factual_source, f"--factual={factual}") if factual_images
                                  else (stylized_source, f"--stylized={stylized}"))
     encoder = train_retriever(train_source, factual_images or stylized_images, retriever_steps, retriever_pairs,
-                              seed, train_where)
+                              seed, train_where, pretrained)
     if save_retriever:
       dual_encoder.save(encoder, save_retriever, {"dataset": train_where.split("=", 1)[1], "split": (
           factual_split if factual_images else stylized_split), "steps": retriever_steps, "pairs": retriever_pairs,
@@ -462,6 +484,8 @@ def _flags():
                       "one (--retriever_steps, --retriever_pairs and --seed then do not apply)", flag_values=values)
   flags.DEFINE_string("save_retriever", "", "keep the dual encoder trained here in this directory (for --retriever)",
                       flag_values=values)
+  flags.DEFINE_string("text_encoder", "", "a converted BERT-family checkpoint (e.g. all-MiniLM-L6-v2) as the "
+                      "retriever's locked text tower (default: a small Transformer trained here)", flag_values=values)
   flags.DEFINE_integer("beam_size", 1, "the generator's beam (1: greedy)", lower_bound=1, flag_values=values)
   flags.DEFINE_float("max_perplexity", filters.MAX_PERPLEXITY, "the perplexity filter (the paper's 80)",
                      flag_values=values)
@@ -492,6 +516,7 @@ def main(argv: Sequence[str]) -> None:
         factual_split=values["factual_split"].value, examples_per_shard=values["examples_per_shard"].value,
         retriever_steps=values["retriever_steps"].value, retriever_pairs=values["retriever_pairs"].value,
         retriever_dir=values["retriever"].value, save_retriever=values["save_retriever"].value,
+        text_encoder=values["text_encoder"].value,
         beam_size=values["beam_size"].value, max_perplexity=values["max_perplexity"].value,
         min_similarity=values["min_similarity"].value, seed=values["seed"].value)
   except AugmentError as error:

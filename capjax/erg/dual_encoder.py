@@ -10,8 +10,9 @@ BERT-family checkpoint (all-MiniLM-L6-v2 from the `minilm` extra, say), whose we
 (LiT's locked tower: only the projection learns on the text side, so a small factual corpus cannot wear down
 what the sentence encoder learned on a billion pairs).
 `TrainedEncoder` is the `capjax.erg.retrieve.Encoder` the retriever calls; `save` and `load` keep the default
-model (conv or features image tower, `TextTransformer`, `WordTokenizer`) in a directory: `retriever.json` (the
-towers' sizes, the vocabulary, the image shape it reads, a checksum of the parameters) and `variables/` (orbax).
+model (conv or features image tower, `TextTransformer`, `WordTokenizer`) or one from `bert_model` in a directory:
+`retriever.json` (the towers' sizes or the BERT's config, the vocabulary, the image shape it reads, a checksum of
+the parameters), `variables/` (orbax) and, for a BERT tower, its `vocab.txt`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +39,7 @@ from capjax.text_models import checkpoint, tokenizers
 from capjax.tokens import PAD_ID
 
 RETRIEVER_FILE = "retriever.json"
+BERT_VOCAB_FILE = "vocab.txt"  # a BertTower's WordPiece vocabulary, copied beside retriever.json
 VARIABLES_DIR = "variables"
 FORMAT = "capjax.dual_encoder"
 SAVE_HINT = ("save one with `python -m capjax.erg.augment ... --save_retriever=DIR` (it trains the retriever and "
@@ -91,6 +94,7 @@ class BertTokenizer:
 
   wordpiece: tokenizers.WordPiece
   max_len: int = 32
+  vocab_file: str = ""  # the vocab.txt it was read from: `save` copies it beside the retriever
 
   def __call__(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     ids, mask, _ = tokenizers.pad(self.wordpiece.encode(list(texts)), self.max_len, self.wordpiece.pad_id,
@@ -223,7 +227,8 @@ def bert_model(text_model: checkpoint.TextModel | str | os.PathLike[str], image_
   max_len = min(max_len, text_model.config.max_position_embeddings)
   wordpiece = tokenizers.WordPiece(text_model.directory / "vocab.txt", text_model.config.do_lower_case)
   model = DualEncoder(ImageTower(image_encoder, tuple(conv_widths), width), BertTower(text_model.config), embed_dim)
-  return PretrainedText(model, BertTokenizer(wordpiece, max_len), {"bert": text_model.params})
+  return PretrainedText(model, BertTokenizer(wordpiece, max_len, str(text_model.directory / "vocab.txt")),
+                        {"bert": text_model.params})
 
 
 def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualEncoder | None = None,
@@ -322,22 +327,28 @@ def params_digest(params: Any) -> str:
 
 def _description(encoder: TrainedEncoder) -> dict[str, Any]:
   model, tokenizer = encoder.model, encoder.tokenizer
-  if (type(model) is not DualEncoder or type(model.image_tower) is not ImageTower
-      or type(model.text_tower) is not TextTransformer or not isinstance(tokenizer, WordTokenizer)):
-    raise RetrieverError("only the default dual encoder (ImageTower, TextTransformer, WordTokenizer) has a saved "
-                         "form — keep a custom encoder with its own code")
+  default_text = type(model.text_tower) is TextTransformer and isinstance(tokenizer, WordTokenizer)
+  bert_text = type(model.text_tower) is BertTower and isinstance(tokenizer, BertTokenizer) and tokenizer.vocab_file
+  if type(model) is not DualEncoder or type(model.image_tower) is not ImageTower or not (default_text or bert_text):
+    raise RetrieverError("only the dual encoder of ImageTower and TextTransformer (WordTokenizer) or BertTower "
+                         "(BertTokenizer, from bert_model) can be saved — keep a custom encoder with its own code")
   if encoder.image_shape is None or encoder.image_dtype is None:
     raise RetrieverError("this encoder does not record the image shape it reads — train it with "
                          "`capjax.erg.dual_encoder.train`, which records it")
   image, text = model.image_tower, model.text_tower
+  if default_text:
+    text_tower = {"vocab_size": text.vocab_size, "width": text.width, "num_layers": text.num_layers,
+                  "num_heads": text.num_heads, "mlp_dim": text.mlp_dim, "max_len": text.max_len}
+    vocab = list(tokenizer.vocab.words)
+  else:  # the BERT's config; its vocabulary is the vocab.txt saved beside
+    text_tower, vocab = {"bert": text.config.to_dict()}, []
   return {
       "format": FORMAT,
       "image_tower": {"encoder": image.encoder, "widths": list(image.widths), "out_features": image.out_features},
-      "text_tower": {"vocab_size": text.vocab_size, "width": text.width, "num_layers": text.num_layers,
-                     "num_heads": text.num_heads, "mlp_dim": text.mlp_dim, "max_len": text.max_len},
+      "text_tower": text_tower,
       "embed_dim": model.embed_dim, "init_temperature": model.init_temperature,
       "image_shape": list(encoder.image_shape), "image_dtype": encoder.image_dtype,
-      "tokenizer_max_len": tokenizer.max_len, "vocab": list(tokenizer.vocab.words),
+      "tokenizer_max_len": tokenizer.max_len, "vocab": vocab,
   }
 
 
@@ -352,6 +363,8 @@ def save(encoder: TrainedEncoder, directory: str | pathlib.Path, training: dict[
   meta["training"] = dict(training or {})
   directory = pathlib.Path(directory).resolve()
   directory.mkdir(parents=True, exist_ok=True)
+  if isinstance(encoder.tokenizer, BertTokenizer):
+    shutil.copyfile(encoder.tokenizer.vocab_file, directory / BERT_VOCAB_FILE)
   with ocp.StandardCheckpointer() as checkpointer:
     checkpointer.save(directory / VARIABLES_DIR, params, force=True)
   (directory / RETRIEVER_FILE).write_text(json.dumps(meta, indent=2) + "\n")  # last: a directory with it is whole
@@ -370,14 +383,21 @@ def load(directory: str | pathlib.Path) -> TrainedEncoder:
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
       raise ValueError(f'no "format": "{FORMAT}"')
+    if "bert" in meta["text_tower"]:
+      config = bert_lib.BertConfig.from_dict(meta["text_tower"]["bert"])
+      text_tower = BertTower(config)
+      vocab_file = directory / BERT_VOCAB_FILE
+      tokenizer = BertTokenizer(tokenizers.WordPiece(vocab_file, config.do_lower_case),
+                                int(meta["tokenizer_max_len"]), str(vocab_file))
+    else:
+      text_tower = TextTransformer(**{k: int(v) for k, v in meta["text_tower"].items()})
+      tokenizer = WordTokenizer(Vocabulary(tuple(meta["vocab"])), int(meta["tokenizer_max_len"]))
+      if len(tokenizer.vocab) != text_tower.vocab_size:
+        raise ValueError(f"{len(tokenizer.vocab)} vocabulary words for a text tower of {text_tower.vocab_size}")
     model = DualEncoder(ImageTower(meta["image_tower"]["encoder"], tuple(meta["image_tower"]["widths"]),
                                    int(meta["image_tower"]["out_features"])),
-                        TextTransformer(**{k: int(v) for k, v in meta["text_tower"].items()}),
-                        int(meta["embed_dim"]), float(meta["init_temperature"]))
-    tokenizer = WordTokenizer(Vocabulary(tuple(meta["vocab"])), int(meta["tokenizer_max_len"]))
+                        text_tower, int(meta["embed_dim"]), float(meta["init_temperature"]))
     image_shape, image_dtype = tuple(int(d) for d in meta["image_shape"]), np.dtype(meta["image_dtype"]).name
-    if len(tokenizer.vocab) != model.text_tower.vocab_size:
-      raise ValueError(f"{len(tokenizer.vocab)} vocabulary words for a text tower of {model.text_tower.vocab_size}")
     ids, mask = tokenizer(["a"])
     shapes = jax.eval_shape(lambda: nn.meta.unbox(model.init(
         jax.random.key(0), jnp.zeros((1, *image_shape), image_dtype), ids, mask)["params"]))
