@@ -55,6 +55,7 @@ class Options:
   captioner: str = "t2t"             # configs/<captioner>.py:stylized
   variants: str = ""                 # extra config variants and values, e.g. "debug" or "batch=32"
   dataset_config: str = "default"    # stylized_scenes config: default (1,000 train images) or tiny (64)
+  original_images: int = 0           # the small stylized set: the first N train images (0: all of them)
   steps: int = 0                     # captioner steps (0: the config's)
   classifier_images: int = 500       # stylized_scenes train images the style classifier learns from
   classifier_epochs: int = 0         # 0: the classifier's default for a random BERT
@@ -161,6 +162,8 @@ def captioner_config(options: Options, data_dir: str, style_model: str, lm: str,
     config.dataset.augmented_data_dir = data_dir
   if options.steps:
     config.num_train_steps = options.steps
+  if options.original_images:
+    config.dataset.train_split = f"train[:{options.original_images}]"
   return config
 
 
@@ -202,6 +205,8 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
                                        "data_dir": data_dir, "features": "", "auto_build": True})
   builder = sources.prepare(dataset)
   num_train = builder.info.splits["train"].num_examples
+  if options.original_images:  # the stylized set every stage learns from: the first N train images
+    num_train = min(num_train, options.original_images)
   seed = builder.builder_config.seed
 
   stage("style classifier and the style's language model")
@@ -229,7 +234,8 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
   out_dir, funnel = augment.augment_dataset(
       stylized=spec, factual=spec, style=options.style, output_dataset=name, generator_dir=str(generator_dir),
       style_model_dir=str(style_dir), lm_path=str(lm_path), mode=options.mode, data_dir=data_dir,
-      output_data_dir=data_dir, factual_split=f"factual[:{options.factual_examples}]",
+      output_data_dir=data_dir, stylized_split=f"train[:{num_train}]" if options.original_images else "train",
+      factual_split=f"factual[:{options.factual_examples}]",
       retriever_steps=options.retriever_steps, retriever_pairs=options.retriever_pairs,
       log=lambda line: log(f"  augment {line}"))
   for line in funnel.lines():
@@ -271,6 +277,9 @@ def _flags():
                       flag_values=values)
   flags.DEFINE_enum("dataset_config", d.dataset_config, ["default", "tiny"], "the stylized_scenes config",
                     flag_values=values)
+  flags.DEFINE_integer("original_images", d.original_images, "the original stylized set: the first N train images "
+                       "(0: all); the classifier, LM, generator, retrieval bank and original captioner see only these",
+                       lower_bound=0, flag_values=values)
   flags.DEFINE_integer("steps", d.steps, "captioner training steps (0: the config's)", lower_bound=0,
                        flag_values=values)
   flags.DEFINE_integer("classifier_images", d.classifier_images, "train images for the style classifier",
