@@ -48,7 +48,7 @@ STAGES = 6
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  """The demo's sizes; the defaults are the full run (~15 minutes on a 2-core CPU)."""
+  """The demo's sizes; the defaults are the full run (README "ERG demo": ~12 CPU-minutes)."""
   workdir: str = "workdir/erg_demo"
   data_dir: str = ""                 # "" -> WORKDIR/data
   style: str = "romantic"
