@@ -93,12 +93,72 @@ def evaluate_split(setup, params, source, vocab: Vocabulary, config: ml_collecti
   objects = None if any(o is None for o in objects) else objects
   full = num_examples is None
   metrics = score(predictions, references, objects, full=full)
+  if full and config.dataset.get("style"):
+    metrics.update(stylized_metrics(predictions, references, config))
   baseline = None
   if full:
     caption = constant_caption(references)
     baseline = {"caption": caption, "metrics": score([caption] * len(references), references, objects, full=True)}
   logging.info("Decoded and scored %d examples in %.1fs", len(indices), time.time() - start)
   return EvalResult(metrics, predictions, references, indices, objects, baseline)
+
+
+class StyleJudges:
+  """The stylized metrics' models for `config.dataset.style`: the style classifier of `eval.style_model` (None
+  without one: no cls) and the trigram LM of `eval.style_lm`, or one trained on the training split's captions of
+  the style. Loaded before training, so that a wrong path fails at once rather than after the run."""
+
+  def __init__(self, config: ml_collections.ConfigDict):
+    from capjax.config_util import ConfigError  # noqa: PLC0415
+    from capjax.metrics import stylized, stylized_lm  # noqa: PLC0415
+    self.style = config.dataset.style
+    try:
+      stylized.check_style(self.style)
+    except ValueError as error:
+      raise ConfigError(f"dataset.style: {error}") from error
+    self.classifier = None
+    if config.eval.get("style_model"):
+      from capjax.text_models import style_classifier  # noqa: PLC0415
+      try:
+        self.classifier = style_classifier.StyleClassifier.load(config.eval.style_model)
+      except style_classifier.StyleModelError as error:
+        raise ConfigError(f"eval.style_model={config.eval.style_model}: {error}") from error
+      if self.style not in self.classifier.labels:
+        raise ConfigError(f"eval.style_model={config.eval.style_model} knows {', '.join(self.classifier.labels)}, "
+                          f"not {self.style} — train it on {self.style} sentences")
+    if config.eval.get("style_lm"):
+      try:
+        self.lm = stylized_lm.StyleLanguageModel.load(config.eval.style_lm)
+      except (OSError, ValueError) as error:
+        raise ConfigError(f"eval.style_lm={config.eval.style_lm}: {error}") from error
+      if self.lm.style and self.lm.style != self.style:
+        raise ConfigError(f"eval.style_lm={config.eval.style_lm} is a {self.lm.style} model, not a {self.style} one "
+                          f"— give a {self.style} LM (`python -m capjax.metrics.stylized_lm --style={self.style}`)")
+    else:
+      train = sources.data_source(config.dataset, config.dataset.train_split)
+      self.lm = stylized_lm.StyleLanguageModel.train(
+          [as_str(c) for i in range(len(train)) for c in train[i]["captions"]], self.style)
+
+  def predict(self, captions: list[str]) -> list[str] | None:
+    """The classifier's style per caption ("" for an empty one, which has no words: not in the style)."""
+    if self.classifier is None:
+      return None
+    words = [c for c in captions if c.strip()]
+    predicted = iter(self.classifier.predict(words) if words else [])
+    return [next(predicted) if c.strip() else "" for c in captions]
+
+
+def stylized_metrics(predictions: list[str], references: list[list[str]], config: ml_collections.ConfigDict,
+                     judges: StyleJudges | None = None) -> dict[str, float]:
+  """`ppl` (with `ppl_oov`, the words the LM skipped) and, with a style classifier, `cls` (capjax.metrics.stylized):
+  the ERG paper's stylized metrics beside the COCO ones."""
+  from capjax.metrics import stylized  # noqa: PLC0415
+  judges = judges or StyleJudges(config)
+  refs = {i: r for i, r in enumerate(references)}
+  preds = {i: p for i, p in enumerate(predictions)}
+  scores = stylized.stylized_scores(refs, preds, judges.style, judges.lm, judges.predict(predictions),
+                                    with_meteor=False)
+  return {k: float(scores[k]) for k in ("cls", "ppl", "ppl_oov") if k in scores}
 
 
 def constant_caption(references: list[list[str]]) -> str:

@@ -277,6 +277,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   """
   config_util.validate(config)  # impossible values (batch 0, log_every 0) fail before any work
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
+  if config.dataset.get("style"):  # the stylized metrics' classifier and LM: a wrong path fails before any work
+    evaluate_lib.StyleJudges(config)
   workdir_lib.prepare(workdir, config, write=jax.process_index() == 0)  # writable, and no other config's run
   if config.debug_nans:
     jax.config.update("jax_debug_nans", True)
@@ -298,7 +300,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   stop = preemption.AgreedStop(latest or 0)
 
   # --- Input Pipeline ---
-  train_source = sources.data_source(config.dataset, config.dataset.train_split)
+  train_source = sources.train_source(config.dataset)  # with an augmented dataset when one is named
   vocab = load_or_build_vocab(config, workdir, train_source)
   train_iter = pipeline.train_iterator(config, train_source, vocab, inputs.key)
   val_source = sources.data_source(config.dataset, config.dataset.eval_split)

@@ -33,6 +33,7 @@ RESUMABLE_FIELDS = (
     "decode",              # greedy or beam: evaluation only
     "dataset.test_split",  # the split of the final evaluation only
     "dataset.data_dir",    # where the same dataset is stored
+    "dataset.augmented_data_dir",  # where the same augmented dataset is stored
     "dataset.auto_build",
     "input",               # read threads and prefetch: the saved iterator state is a position, not a thread layout
     "mesh",                # device layout and its rules table (mesh.rules, mesh.fsdp, mesh.dcn_*): the state

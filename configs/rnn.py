@@ -1,6 +1,6 @@
 r"""The paper's RNN baseline: 1-layer 512-d LSTM encoder over the visual tokens, 1-layer LSTM decoder started
 from its final state, no attention, tied embeddings. Everything else (data, Adagrad 0.01, batch 25, beam 4,
-variants `8x8` / `1x1` / `shapes` / `debug`) is as in configs/t2t.py.
+variants `8x8` / `1x1` / `shapes` / `stylized` / `debug`) is as in configs/t2t.py.
 """
 
 import pathlib
@@ -18,7 +18,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.model.name = "rnn"
   for transformer_only in ("num_heads", "mlp_dim", "encoder_layers", "decoder_layers"):
     del c.model[transformer_only]
-  if "shapes" in variants:
+  if variants & {"shapes", "stylized"}:
     c.model.d_model = 256
   if "debug" in variants:
     c.model.d_model = 32

@@ -5,8 +5,14 @@ Variants (`--config=configs/t2t.py:VARIANTS`, comma separated):
   1x1            one pooled feature vector instead of the grid.
   shapes         the embedded synthetic scenes dataset and a small model that trains in ~10 min on a CPU.
   cc12m          CC12M's LLaVA-NeXT recaptions (`cc12m_llavanext/clean`), short captions by default.
+  stylized       ERG's stylized captioner (Table 2): `shapes`' model on the embedded stylized_scenes, trained on the
+                 stylized captions of one style (`style=romantic|humorous`, default romantic), alone or followed by
+                 an augmented dataset of `python -m capjax.erg.augment` (`augmented=NAME`), and scored on that
+                 style's test captions with BLEU-1/3, METEOR, CIDEr, and cls and ppl (`eval.style_model`,
+                 `eval.style_lm`). `python -m capjax.erg.demo` runs both trainings and compares them.
   debug          local CPU debugging: tiny model, a few steps, NaN checks (combine with `shapes`).
-Plus `key=value` pairs: `steps=N`, `batch=N`, and with cc12m `field=caption_llava_short|caption_llava|alt_text`.
+Plus `key=value` pairs: `steps=N`, `batch=N`, with cc12m `field=caption_llava_short|caption_llava|alt_text`, and with
+stylized `style=S` and `augmented=NAME`.
 Any field can be overridden with `--config.field=value`.
 """
 
@@ -14,7 +20,7 @@ import ml_collections
 
 from capjax.config_util import int_value, parse_arg
 
-VARIANTS = ("8x8", "1x1", "shapes", "cc12m", "debug")
+VARIANTS = ("8x8", "1x1", "shapes", "cc12m", "stylized", "debug")
 
 # cc12m: max_caption_tokens per caption field, in the tokens the model reads (Penn Treebank tokens: words and
 # punctuation; capjax.data.sources.reference_text). The paper's 15 words would cut most short captions, which the
@@ -49,6 +55,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # score reads validation too: the split the paper's dev-set figures come from. `shapes` has its own test split.
   c.dataset.test_split = "validation"
   c.dataset.caption_field = ""            # the text field to train on ("" -> `captions`): see the cc12m variant
+  c.dataset.style = ""                    # train and score on the records' stylized captions of this style
+  c.dataset.augmented = ""                # an ERG augmented dataset (capjax.erg.augment) added to the training split
+  c.dataset.augmented_data_dir = ""       # where it is ("" -> data_dir)
   c.dataset.image_size = 299
   # Pre-extracted Inception-ResNet-v2 features: the `cc3m_irv2` variant written by
   # `python -m capjax.tools.extract_tfds_features --dataset=cc3m --weights=DIR` ("" reads pixels).
@@ -113,18 +122,28 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "num_examples": 2048,       # validation examples scored during training (picks the best checkpoint)
       "gallery_size": 12,         # images in gallery.png
       "rating_sheet_size": 100,   # images in rating_sheet.html (3-rater GOOD/BAD, as the paper's study)
+      # With dataset.style, the final evaluation adds the stylized metrics: `cls` with a style classifier directory
+      # (`python -m capjax.text_models.style_classifier`; "" -> no cls) and `ppl` under a style LM file
+      # (`python -m capjax.metrics.stylized_lm`; "" -> a trigram LM of the training split's captions of the style).
+      "style_model": "",
+      "style_lm": "",
   })
   c.decode = ml_collections.ConfigDict({"method": "beam", "beam_size": 4, "alpha": 0.6})  # the paper's beam 4
   c.debug_nans = False
 
-  if {"shapes", "cc12m"} <= variants:
-    raise ValueError("choose one of the shapes and cc12m variants")
+  if len({"shapes", "cc12m", "stylized"} & variants) > 1:
+    raise ValueError("choose one of the shapes, cc12m and stylized variants")
   if "field" in values and "cc12m" not in variants:
     raise ValueError("field=... chooses a caption field of the cc12m variant: add cc12m")
   if "shapes" in variants:
     _shapes(c)
   if "cc12m" in variants:
     _cc12m(c, values.pop("field", "caption_llava_short"))
+  stylized_values = {k for k in ("style", "augmented") if k in values}
+  if stylized_values and "stylized" not in variants:
+    raise ValueError(f"{'/'.join(sorted(stylized_values))}=... go with the stylized variant: add stylized")
+  if "stylized" in variants:
+    _stylized(c, values.pop("style", "romantic"), values.pop("augmented", ""))
   if "debug" in variants:
     _debug(c)
   if "steps" in values:
@@ -166,6 +185,27 @@ def _shapes(c: ml_collections.ConfigDict) -> None:
   c.eval.num_examples = 500
   c.eval.gallery_size = 12
   c.decode.method = "greedy"  # the canonical wording is the most likely one: greedy finds it, 4x cheaper
+
+
+def _stylized(c: ml_collections.ConfigDict, style: str, augmented: str) -> None:
+  """ERG's Table 2 captioner on the embedded stylized_scenes: `shapes`' model and optimizer on one style's captions
+  (1,000 training images, one caption each, plus the augmented pairs), ~2 minutes of training on an idle 2-core CPU."""
+  from capjax.scenes.stylized import STYLES  # noqa: PLC0415
+  if style not in STYLES:
+    raise ValueError(f"style={style}: stylized_scenes has {', '.join(STYLES)}")
+  _shapes(c)
+  c.dataset.name = "stylized_scenes"
+  c.dataset.builder_config = "default"
+  c.dataset.style = style
+  c.dataset.augmented = augmented
+  c.max_caption_tokens = 24   # the canonical caption and a phrase of up to four words
+  c.vocab.min_count = 1       # the 12 phrases of a style are few: each of their words must stay a word
+  c.num_train_steps = 300
+  c.optimizer.warmup_steps = 30
+  c.eval_every = 100
+  c.checkpoint_every = 100
+  c.eval.num_examples = 100   # the whole validation split
+  c.eval.rating_sheet_size = 0
 
 
 def _cc12m(c: ml_collections.ConfigDict, field: str) -> None:

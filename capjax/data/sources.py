@@ -223,15 +223,130 @@ def _text_fields(features) -> list[str]:
   return sorted(name for name, feature in features.items() if is_text(feature) and name not in _NOT_CAPTIONS)
 
 
+@dataclasses.dataclass(frozen=True)
+class StyleSource:
+  """A stylized split's records with `captions` = their stylized captions of one style (the `stylized` sequence of
+  stylized_scenes, flickrstyle10k and senticap records: style, caption), so that a captioner trains on and is
+  scored against that style only."""
+
+  source: Any
+  style: str
+  where: str
+
+  def __len__(self) -> int:
+    return len(self.source)
+
+  def _with_captions(self, record: dict[str, Any], index: int) -> dict[str, Any]:
+    entries = record["stylized"]
+    captions = [as_str(c) for s, c in zip(entries["style"], entries["caption"]) if as_str(s) == self.style]
+    if not captions:
+      found = sorted({as_str(s) for s in entries["style"]})
+      raise ConfigError(f"record {index} of {self.where} has no {self.style} caption (it has: "
+                        f"{', '.join(found) or 'none'}) — set --config.dataset.style to a style every record has")
+    return {**record, "captions": captions}
+
+  def __getitem__(self, index: int) -> dict[str, Any]:
+    return self._with_captions(self.source[index], index)
+
+  def __getitems__(self, indices) -> list[dict[str, Any]]:
+    return [self._with_captions(r, int(i)) for i, r in zip(indices, self.source.__getitems__(indices))]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConcatSource:
+  """The records of several sources one after another (a training split and an augmented dataset), each record
+  holding only `image` and `captions`, the fields a captioner trains on, so that sources with other fields mix."""
+
+  parts: tuple[Any, ...]
+
+  def __post_init__(self):
+    object.__setattr__(self, "_starts", np.cumsum([0] + [len(p) for p in self.parts]))
+
+  def __len__(self) -> int:
+    return int(self._starts[-1])
+
+  def __getitem__(self, index: int) -> dict[str, Any]:
+    index = int(index)
+    if not 0 <= index < len(self):
+      raise IndexError(f"index {index} out of range for {len(self)} records")
+    part = int(np.searchsorted(self._starts, index, side="right")) - 1
+    record = self.parts[part][index - int(self._starts[part])]
+    return {"image": record["image"], "captions": record["captions"]}
+
+
+@dataclasses.dataclass(frozen=True)
+class AugmentedSource:
+  """An ERG augmented dataset (`python -m capjax.erg.augment`: one generated `caption` per record) with its
+  caption as the record's one reference in `captions`."""
+
+  source: Any
+
+  def __len__(self) -> int:
+    return len(self.source)
+
+  def __getitem__(self, index: int) -> dict[str, Any]:
+    record = self.source[index]
+    return {"image": record["image"], "captions": [as_str(record["caption"])]}
+
+
+def augmented_source(config: ml_collections.ConfigDict):
+  """The `train` split of the augmented dataset `config.augmented` in `config.augmented_data_dir` (default: the
+  dataset's data dir), read from its files (it has no builder code): its newest version."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  data_dir = os.path.expanduser(config.get("augmented_data_dir", "") or default_data_dir(config))
+  root = os.path.join(data_dir, config.augmented)
+  versions = sorted((d for d in (os.listdir(root) if os.path.isdir(root) else [])
+                     if os.path.exists(os.path.join(root, d, "dataset_info.json"))),
+                    key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+  if not versions:
+    raise DatasetNotBuiltError(
+        f"dataset.augmented={config.augmented!r} is not in {data_dir} — write it with `python -m capjax.erg.augment "
+        f"--stylized={config.name} --factual={config.name} --style={config.get('style') or 'STYLE'} "
+        f"--output_dataset={config.augmented} --output_data_dir={data_dir} --generator=DIR --style_model=DIR`, or "
+        "set --config.dataset.augmented_data_dir to where it is")
+  builder = tfds.builder_from_directory(os.path.join(root, versions[-1]))
+  features = builder.info.features
+  if "image" not in features or "caption" not in features:
+    raise ConfigError(f"dataset.augmented={config.augmented!r} has no `image` and `caption` fields — give a dataset "
+                      "written by `python -m capjax.erg.augment` from a factual dataset with images")
+  style = as_str(builder.info.metadata.get("settings", {}).get("style", "")) if builder.info.metadata else ""
+  if config.get("style") and style and style != config.style:
+    raise ConfigError(f"dataset.augmented={config.augmented!r} holds {style} captions, not {config.style} ones — "
+                      f"augment with --style={config.style}, or set --config.dataset.style={style}")
+  if builder.info.splits["train"].num_examples == 0:
+    raise ConfigError(f"dataset.augmented={config.augmented!r} holds no records (every generated caption was "
+                      "filtered out: see its funnel.html) — augment more factual examples, or train without it")
+  return AugmentedSource(builder.as_data_source(split="train"))
+
+
+def train_source(config: ml_collections.ConfigDict):
+  """The training records: `config.train_split`'s, followed by the augmented dataset's when `config.augmented`
+  names one (ERG: a stylized split grown with generated pairs)."""
+  source = data_source(config, config.train_split)
+  if not config.get("augmented"):
+    return source
+  return ConcatSource((source, augmented_source(config)))
+
+
 def data_source(config: ml_collections.ConfigDict, split: str):
   """The ArrayRecord random-access source of `split` (building embedded datasets on first use). `split` may be a
   TFDS slice ("train[:10000]", "train[10000:]"): a held-out part of a dataset released as one split. With
-  `caption_field` set, the records' `captions` come from that field (CaptionFieldSource)."""
+  `caption_field` set, the records' `captions` come from that field (CaptionFieldSource); with `style` set, they
+  are the records' stylized captions of that style (StyleSource)."""
   builder = prepare(config)
   if split.split("[", 1)[0] not in builder.info.splits:
     raise ConfigError(f"split {split!r} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
   source = builder.as_data_source(split=split)
   field = config.get("caption_field", "")
+  style = config.get("style", "")
+  if style:
+    if field:
+      raise ConfigError(f"dataset.style={style!r} and dataset.caption_field={field!r} both choose the captions — "
+                        "set one of them to ''")
+    if "stylized" not in builder.info.features:
+      raise ConfigError(f"dataset.style={style!r}: {builder.name} has no `stylized` captions — use a stylized "
+                        "dataset (stylized_scenes, flickrstyle10k, senticap) or set --config.dataset.style=''")
+    return StyleSource(source, style, f"{builder.name}:{split}")
   texts = _text_fields(builder.info.features)
   if field:
     if field not in texts:
