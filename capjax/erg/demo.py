@@ -5,7 +5,9 @@ on the same stylized test split.
 usage: python -m capjax.erg.demo [--workdir=workdir/erg_demo] [--style=romantic] [--captioner=t2t|rnn]
            [--dataset_config=default|tiny] [--steps=N] [--variants=debug] [--factual_examples=N] ...
 
-Stages (each kept in --workdir; a rerun with the same flags skips the finished ones and resumes the others):
+Stages (each kept in --workdir; a rerun with the same flags skips the finished ones and resumes the others;
+--style_model, --generator and --retriever give pieces trained before, and --text_encoder=minilm puts the minilm
+extra's all-MiniLM-L6-v2 in the retriever as its locked text tower):
   1. build stylized_scenes (no download) into --data_dir (default WORKDIR/data);
   2. train the style classifier (`capjax.text_models.style_classifier`, a tiny BERT: the augmentation's style
      filter and the `cls` metric) and the style's trigram LM on the training captions (the `ppl` filter and metric);
@@ -65,6 +67,10 @@ class Options:
   mode: str = "i2i"                  # retrieval: query side 2 bank side
   retriever_steps: int = 200
   retriever_pairs: int = 1024
+  text_encoder: str = ""             # the retriever's text tower: "" (trained here), a converted BERT dir, or minilm
+  style_model: str = ""              # pieces trained elsewhere, used instead of stages 2-4's training ("": train)
+  generator: str = ""
+  retriever: str = ""
 
 
 class _QuietLibraries:
@@ -185,6 +191,29 @@ def _train_captioner(name: str, config, workdir: pathlib.Path) -> dict[str, Any]
   return json.loads(saved.read_text())  # the same form as a rerun reads (keys as strings)
 
 
+def _text_encoder(spec: str, workdir: pathlib.Path) -> str:
+  """--text_encoder as augment takes it: "minilm" is the minilm extra's all-MiniLM-L6-v2, converted once into
+  WORKDIR/minilm; anything else is a converted checkpoint directory (or "")."""
+  if spec != "minilm":
+    return spec
+  import subprocess  # noqa: PLC0415
+  from capjax.erg.augment import AugmentError  # noqa: PLC0415
+  from capjax.text_models import minilm  # noqa: PLC0415
+  converted = workdir / "minilm"
+  if not (converted / "config.json").exists():
+    try:
+      source = minilm.model_dir()
+    except minilm.MissingError as error:
+      raise AugmentError(f"--text_encoder=minilm: {error}") from error
+    # The conversion command, as a user runs it (the tools sit above every module, this one included).
+    done = subprocess.run([sys.executable, "-m", "capjax.tools.convert_weights", "--format=hf_bert",
+                           f"--input={source}", f"--output={converted}"], capture_output=True, text=True, check=False)
+    if done.returncode:
+      raise AugmentError(f"--text_encoder=minilm: converting {source} failed ({done.stderr.strip()[-300:]}) — "
+                         f"reinstall it: {minilm.INSTALL}")
+  return str(converted)
+
+
 def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, Any]:
   """Runs (or resumes) every stage and returns {"rows", "deltas", "funnel", "seconds", "outputs"}."""
   import ml_collections  # noqa: PLC0415
@@ -210,8 +239,9 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
   seed = builder.builder_config.seed
 
   stage("style classifier and the style's language model")
-  style_dir, lm_path = workdir / "style_classifier", workdir / f"lm_{options.style}.json"
-  if not (style_dir / sc.META_FILE).exists():
+  style_dir = pathlib.Path(options.style_model or workdir / "style_classifier")
+  lm_path = workdir / f"lm_{options.style}.json"
+  if not options.style_model and not (style_dir / sc.META_FILE).exists():
     settings = sc.RANDOM_INIT_SETTINGS
     if options.classifier_epochs:
       settings = dataclasses.replace(settings, epochs=options.classifier_epochs)
@@ -223,8 +253,8 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
     stylized_lm.StyleLanguageModel.train(sentences, options.style).save(lm_path)
 
   stage("generator")
-  generator_dir = workdir / "generator"
-  if not (generator_dir / generate.GENERATOR_FILE).exists():
+  generator_dir = pathlib.Path(options.generator or workdir / "generator")
+  if not options.generator and not (generator_dir / generate.GENERATOR_FILE).exists():
     generator = generate.train(generate.scene_pairs(min(options.generator_images, num_train), seed),
                                dataclasses.replace(generate.SCRATCH, epochs=options.generator_epochs), log=True)
     generate.save(generator, generator_dir)
@@ -237,6 +267,7 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
       output_data_dir=data_dir, stylized_split=f"train[:{num_train}]" if options.original_images else "train",
       factual_split=f"factual[:{options.factual_examples}]",
       retriever_steps=options.retriever_steps, retriever_pairs=options.retriever_pairs,
+      retriever_dir=options.retriever, text_encoder=_text_encoder(options.text_encoder, workdir),
       log=lambda line: log(f"  augment {line}"))
   for line in funnel.lines():
     log(f"  {line}")
@@ -297,6 +328,14 @@ def _flags():
                        lower_bound=1, flag_values=values)
   flags.DEFINE_integer("retriever_pairs", d.retriever_pairs, "factual pairs the retriever trains on", lower_bound=2,
                        flag_values=values)
+  flags.DEFINE_string("text_encoder", d.text_encoder, "the retriever's locked text tower: minilm (the minilm extra) "
+                      "or a converted BERT-family directory ('': a small Transformer trained here)", flag_values=values)
+  flags.DEFINE_string("style_model", d.style_model, "a trained style classifier to use instead of training one",
+                      flag_values=values)
+  flags.DEFINE_string("generator", d.generator, "a trained generator to use instead of training one",
+                      flag_values=values)
+  flags.DEFINE_string("retriever", d.retriever, "a saved retriever (augment --save_retriever) to use instead of "
+                      "training one", flag_values=values)
   return values
 
 
