@@ -72,14 +72,11 @@ FSDP: Rules = (
 # Tensor parallel (Megatron): the wide dimensions (vocabulary, feed-forward, heads, conv output channels, classes,
 # LSTM gates) on `model`. This was capjax's only table before there were others, and stays the default: with
 # mesh.model = 1 it is plain data parallelism.
+_WIDE_ON_MODEL: Rules = tuple((name, "model") for name in ("vocab", "mlp", "heads", "conv_out", "classes",
+                                                             "lstm_gates"))
 TP: Rules = (
     ("batch", BATCH_AXES),
-    ("vocab", "model"),
-    ("mlp", "model"),
-    ("heads", "model"),
-    ("conv_out", "model"),
-    ("classes", "model"),
-    ("lstm_gates", "model"),
+    *_WIDE_ON_MODEL,
     *((name, None) for name in ("embed", "features", "lstm_in", "conv_in")),
     *((name, None) for name in _UNSHARDED),
 )
@@ -87,12 +84,7 @@ TP: Rules = (
 # Both: the wide dimensions on `model`, the model-width (and conv input) dimensions on (data, fsdp).
 FSDP_TP: Rules = (
     ("batch", BATCH_AXES),
-    ("vocab", "model"),
-    ("mlp", "model"),
-    ("heads", "model"),
-    ("conv_out", "model"),
-    ("classes", "model"),
-    ("lstm_gates", "model"),
+    *_WIDE_ON_MODEL,
     ("embed", BATCH_AXES),
     ("lstm_in", BATCH_AXES),
     ("conv_in", BATCH_AXES),

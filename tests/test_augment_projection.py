@@ -21,11 +21,10 @@ def test_encoder_flops_count_the_dense_layers_and_attention():
 
 
 def test_generation_flops_count_the_prompt_the_steps_and_the_logits():
-  width, layers, vocab, prompt, steps = 2, 1, 7, 3, 2
-  per_position = 2 * 12 * width * width  # q, k, v, out and a 4x-wide feed-forward: 12 w^2 multiply-adds
-  expected = (prompt * (per_position + 2 * prompt * width)
-              + sum(per_position + 4 * (prompt + t) * width + 2 * width * vocab for t in range(steps)))
-  assert ap.generation_flops(width, layers, vocab, prompt, steps) == expected
+  # Width 2: q, k, v, out and a 4x-wide feed-forward are 12 x 2 x 2 = 48 multiply-adds a position, 96 FLOPs.
+  # The prompt (3 positions, attention over 3): 3 x (96 + 2 x 3 x 2) = 324. Step 0 (context 3): 96 + 4 x 3 x 2
+  # + logits 2 x 2 x 7 = 148; step 1 (context 4): 96 + 32 + 28 = 156. One layer: 324 + 148 + 156 = 628.
+  assert ap.generation_flops(2, 1, 7, 3, 2) == 628
 
 
 def test_a_tiny_run_prints_every_stage_and_the_total():

