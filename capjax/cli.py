@@ -9,6 +9,7 @@ the user asked for one with `--verbose` (every command has it), which prints the
 
 from __future__ import annotations
 
+import logging as pylogging
 import os
 import re
 import sys
@@ -17,7 +18,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from absl import app, flags
+from absl import app, flags, logging
 
 HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull")
 VERBOSE_HELP = "On an error, print the traceback too (for bug reports; expected errors are one line without it)."
@@ -126,3 +127,19 @@ def run(main: Callable[[list[str]], int | None]) -> NoReturn:
       raise SystemExit(1) from None
 
   app.run(guarded, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), list(argv))[1])
+
+
+class QuietLibraries(pylogging.Filter):
+  """Drops INFO chatter of orbax/grain/tfds/JAX (dozens of lines per checkpoint); warnings still show."""
+
+  _NOISY = (f"{os.sep}orbax{os.sep}", f"{os.sep}grain{os.sep}", f"{os.sep}tensorflow_datasets{os.sep}",
+            f"{os.sep}jax{os.sep}_src{os.sep}")
+
+  def filter(self, record: pylogging.LogRecord) -> bool:
+    return record.levelno >= pylogging.WARNING or not any(n in record.pathname for n in self._NOISY)
+
+
+def quiet_library_logs() -> None:
+  """absl's INFO on (a command's own step logs), the libraries' INFO off (`QuietLibraries`)."""
+  logging.set_verbosity(logging.INFO)
+  logging.get_absl_handler().addFilter(QuietLibraries())

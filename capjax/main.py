@@ -11,7 +11,6 @@ there a SIGTERM to any process makes all of them save one agreed step and exit 0
 
 from __future__ import annotations
 
-import logging as pylogging
 import os
 import re
 import sys
@@ -43,16 +42,6 @@ _DISTRIBUTED = flags.DEFINE_enum(
     "distributed", "auto", ["auto", "on", "off"],
     "call jax.distributed.initialize(): 'auto' when a cluster is detected (Cloud TPU VM pods, SLURM, "
     "JAX_COORDINATOR_ADDRESS), 'on' always, 'off' never (single process)", flag_values=FLAGS)
-
-
-class _QuietLibraries(pylogging.Filter):
-  """Drops INFO chatter of orbax/grain/tfds (dozens of lines per checkpoint); warnings still show."""
-
-  _NOISY = (f"{os.sep}orbax{os.sep}", f"{os.sep}grain{os.sep}", f"{os.sep}tensorflow_datasets{os.sep}",
-            f"{os.sep}jax{os.sep}_src{os.sep}")
-
-  def filter(self, record: pylogging.LogRecord) -> bool:
-    return record.levelno >= pylogging.WARNING or not any(n in record.pathname for n in self._NOISY)
 
 
 def default_workdir(spec: str) -> str:
@@ -108,7 +97,7 @@ def _unknown_field_message(error: str, argv: Sequence[str], spec: str) -> str:
 
 def main(argv: Sequence[str]) -> None:
   parse_flags(argv)
-  logging.get_absl_handler().addFilter(_QuietLibraries())
+  logging.get_absl_handler().addFilter(cli.QuietLibraries())
   workdir = _WORKDIR.value or default_workdir(_config_spec(argv))
   print(f"workdir: {workdir}", flush=True)
   if _MODE.value == "caption" and not _IMAGES.value:

@@ -73,17 +73,6 @@ class Options:
   retriever: str = ""
 
 
-class _QuietLibraries:
-  """Drops the INFO lines of orbax, grain, TFDS and JAX (dozens per checkpoint), as `capjax.main` does, so that the
-  training's step logs stay readable; warnings still show."""
-
-  _NOISY = tuple(f"{os.sep}{name}{os.sep}" for name in ("orbax", "grain", "tensorflow_datasets", "_src"))
-
-  def filter(self, record) -> bool:
-    import logging as pylogging  # noqa: PLC0415
-    return record.levelno >= pylogging.WARNING or not any(n in record.pathname for n in self._NOISY)
-
-
 def _log(message: str) -> None:
   print(message, file=sys.stderr, flush=True)
 
@@ -347,15 +336,13 @@ def _flags():
 
 
 def main(argv: Sequence[str]) -> None:
-  from absl import logging  # noqa: PLC0415
   from capjax import cli  # noqa: PLC0415
   from capjax.config_util import ConfigError  # noqa: PLC0415
   values = _flags()
   cli.parse(values, argv, __doc__)
   options = Options(**{f.name: values[f.name].value for f in dataclasses.fields(Options)})
   cli.writable_dir(options.workdir, "--workdir")
-  logging.set_verbosity(logging.INFO)  # the captioners' step and validation logs
-  logging.get_absl_handler().addFilter(_QuietLibraries())
+  cli.quiet_library_logs()  # the captioners' step and validation logs, without orbax's and grain's
   from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415
   from capjax.erg.augment import AugmentError  # noqa: PLC0415
   try:  # what the stages raise for input they cannot use, each with a message that says what to do
