@@ -61,8 +61,9 @@ def uncached_step(model: Captioner, params: Any, max_len: int) -> StepFunctions:
 # ----------------------------------------------------------------------------------------------------------
 # Greedy
 # ----------------------------------------------------------------------------------------------------------
-def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int) -> jax.Array:
-  """Argmax decoding: (B, max_len) token ids, EOS once then PAD. Stops when every row has ended."""
+def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int, start: int = BOS_ID) -> jax.Array:
+  """Argmax decoding from the token `start` (BOS, or a style tag): (B, max_len) token ids, EOS once then PAD.
+  Stops when every row has ended."""
   batch = inputs.shape[0]
   out = jnp.full((batch, max_len), PAD_ID, jnp.int32)
 
@@ -77,7 +78,7 @@ def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int) -> jax.Ar
     out = jax.lax.dynamic_update_slice_in_dim(out, nxt[:, None], i, axis=1)
     return i + 1, state, nxt, done | (nxt == EOS_ID), out
 
-  init = (jnp.int32(0), fns.init(inputs), jnp.full((batch,), BOS_ID, jnp.int32), jnp.zeros((batch,), bool), out)
+  init = (jnp.int32(0), fns.init(inputs), jnp.full((batch,), start, jnp.int32), jnp.zeros((batch,), bool), out)
   return jax.lax.while_loop(cond, body, init)[-1]
 
 
@@ -120,8 +121,9 @@ class BeamState:
 
 
 def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: int = 4,
-                alpha: float = 0.6) -> tuple[jax.Array, jax.Array]:
-  """The best sequence per image under log p / GNMT penalty: (tokens (B, max_len), scores (B,)).
+                alpha: float = 0.6, start: int = BOS_ID) -> tuple[jax.Array, jax.Array]:
+  """The best sequence per image under log p / GNMT penalty, from the token `start` (BOS, or a style tag):
+  (tokens (B, max_len), scores (B,)).
 
   Top-2k expansion keeps k live beams even when k candidates end; a finished hypothesis is scored with the
   penalty of its length (EOS included). The loop exits when no live beam can beat the k-th finished one.
@@ -162,7 +164,7 @@ def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: 
   init = BeamState(
       i=jnp.int32(0),
       state=_tile(fns.init(inputs), k),
-      last=jnp.full((batch * k,), BOS_ID, jnp.int32),
+      last=jnp.full((batch * k,), start, jnp.int32),
       live_logp=jnp.tile(jnp.asarray([0.0] + [NEG_INF] * (k - 1), jnp.float32), (batch, 1)),
       live_seqs=jnp.full((batch, k, max_len), PAD_ID, jnp.int32),
       fin_scores=jnp.full((batch, k), NEG_INF, jnp.float32),

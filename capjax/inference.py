@@ -35,7 +35,7 @@ def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | No
     raise FileNotFoundError(f"{workdir} has no {VOCAB_FILENAME}, so it holds no trained model — train first with "
                             f"--mode=train --workdir={workdir}, or give the workdir of a training run")
   vocab = Vocabulary.load(workdir)
-  setup = train.make_setup(config, len(vocab), sharding.make_mesh(config), inputs)
+  setup = train.make_setup(config, len(vocab), sharding.make_mesh(config), inputs, train.decode_start(config, vocab))
   mngr = train.checkpoint_manager(workdir, config)
   if step is None:
     step = train.best_step(mngr)

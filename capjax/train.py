@@ -36,7 +36,7 @@ from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline, sources
 from capjax.data.vocab import Vocabulary, build_vocabulary
-from capjax.tokens import PAD_ID
+from capjax.tokens import BOS_ID, FACTUAL, PAD_ID, style_tag
 
 BEST_METRIC = "cider_d"
 
@@ -124,13 +124,13 @@ def loss_fn(model: nn.Module, params: Any, batch: dict[str, jax.Array], rng: jax
 
 
 def decode_tokens(model: nn.Module, decode_config: ml_collections.ConfigDict, max_len: int, params: Any,
-                  images: jax.Array) -> jax.Array:
-  """Caption token ids (B, max_len) by greedy or beam search (`config.decode`)."""
+                  images: jax.Array, start: int = BOS_ID) -> jax.Array:
+  """Caption token ids (B, max_len) by greedy or beam search (`config.decode`), from the token `start`."""
   fns = decode_lib.cached_step(model, params)
   if decode_config.method == "greedy":
-    return decode_lib.greedy_search(fns, images, max_len)
+    return decode_lib.greedy_search(fns, images, max_len, start)
   if decode_config.method == "beam":
-    return decode_lib.beam_search(fns, images, max_len, decode_config.beam_size, decode_config.alpha)[0]
+    return decode_lib.beam_search(fns, images, max_len, decode_config.beam_size, decode_config.alpha, start)[0]
   raise ValueError(f"decode.method={decode_config.method!r}: use 'greedy' or 'beam'")
 
 
@@ -149,8 +149,9 @@ def state_init_fn(config: ml_collections.ConfigDict, vocab_size: int, inputs: so
 
 
 def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding.Mesh,
-               inputs: sources.InputSpec | None = None) -> Setup:
-  """The model, optimizer and compiled functions; `inputs` (default: resolved from `config`) fixes what it reads.
+               inputs: sources.InputSpec | None = None, start: int = BOS_ID) -> Setup:
+  """The model, optimizer and compiled functions; `inputs` (default: resolved from `config`) fixes what it reads,
+  and `start` is the token decoding starts from (`decode_start`).
 
   The state is stored as `config.mesh.rules` places its logical axes, and every compiled function traces its model
   inside those rules (`sharding.axis_rules`), so the models' activation constraints apply.
@@ -182,7 +183,7 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
 
   def decode(params: Any, images: jax.Array) -> jax.Array:
     with sharding.axis_rules(mesh, rules):
-      return decode_tokens(model, config.decode, config.max_caption_tokens + 1, params, images)
+      return decode_tokens(model, config.decode, config.max_caption_tokens + 1, params, images, start)
 
   decode = jax.jit(decode, in_shardings=(state_shardings.params, data_sharding), out_shardings=data_sharding)
   train_step = jax.jit(train_step, in_shardings=(state_shardings, data_sharding),
@@ -238,12 +239,32 @@ def restore_state(mngr: ocp.CheckpointManager, step: int, setup: Setup,
 # ----------------------------------------------------------------------------------------------------------
 # Vocabulary
 # ----------------------------------------------------------------------------------------------------------
+def start_tokens(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+  """The style tags a style-conditioned captioner (`dataset.factual_split` set) starts its captions with: its
+  style's and the factual one; none otherwise (captions start with BOS)."""
+  if not config.dataset.get("factual_split"):
+    return ()
+  return (style_tag(config.dataset.style), style_tag(FACTUAL))
+
+
+def decode_start(config: ml_collections.ConfigDict, vocab: Vocabulary) -> int:
+  """The token captions are decoded from: the style's tag in a style-conditioned captioner, else BOS."""
+  tags = start_tokens(config)
+  if not tags:
+    return BOS_ID
+  try:
+    return vocab.id_of(tags[0])
+  except KeyError:
+    raise ConfigError(f"the vocabulary has no {tags[0]} (it was built for a captioner without "
+                      "dataset.factual_split) — train in a fresh workdir") from None
+
+
 def load_or_build_vocab(config: ml_collections.ConfigDict, workdir: str, train_source) -> Vocabulary:
   """The vocabulary saved in the workdir, so evaluation and resumed runs reuse exactly the same ids."""
   path = os.path.join(workdir, "vocab.txt")
   if os.path.exists(path):
     return Vocabulary.load(workdir)
-  vocab = build_vocabulary(pipeline.split_captions(train_source), config.vocab.min_count)
+  vocab = build_vocabulary(pipeline.split_captions(train_source), config.vocab.min_count, start_tokens(config))
   if jax.process_index() == 0:
     vocab.save(workdir)
   logging.info("Vocabulary: %d words (min count %d), saved to %s", len(vocab), config.vocab.min_count, path)
@@ -306,7 +327,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   val_source = sources.data_source(config.dataset, config.dataset.eval_split)
 
   # --- Create Model & Optimizer, Shard & Transfer ---
-  setup = make_setup(config, len(vocab), mesh, inputs)
+  setup = make_setup(config, len(vocab), mesh, inputs, decode_start(config, vocab))
   writer = metric_writers.create_default_writer(workdir, just_logging=jax.process_index() > 0)
 
   # --- Load Checkpoint ---

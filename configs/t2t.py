@@ -12,7 +12,7 @@ Variants (`--config=configs/t2t.py:VARIANTS`, comma separated):
                  `eval.style_lm`). `python -m capjax.erg.demo` runs both trainings and compares them.
   debug          local CPU debugging: tiny model, a few steps, NaN checks (combine with `shapes`).
 Plus `key=value` pairs: `steps=N`, `batch=N`, with cc12m `field=caption_llava_short|caption_llava|alt_text`, and with
-stylized `style=S` and `augmented=NAME`.
+stylized `style=S`, `augmented=NAME` and `factual=N` (also train on N images' factual captions, style-conditioned).
 Any field can be overridden with `--config.field=value`.
 """
 
@@ -58,6 +58,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.dataset.style = ""                    # train and score on the records' stylized captions of this style
   c.dataset.augmented = ""                # an ERG augmented dataset (capjax.erg.augment) added to the training split
   c.dataset.augmented_data_dir = ""       # where it is ("" -> data_dir)
+  # With `style`: a split of factual captions trained on too (e.g. "factual[:4000]"), each caption started with a
+  # style tag instead of BOS (the style's or the factual one), and decoding started from the style's tag.
+  c.dataset.factual_split = ""
   c.dataset.image_size = 299
   # Pre-extracted Inception-ResNet-v2 features: the `cc3m_irv2` variant written by
   # `python -m capjax.tools.extract_tfds_features --dataset=cc3m --weights=DIR` ("" reads pixels).
@@ -139,11 +142,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     _shapes(c)
   if "cc12m" in variants:
     _cc12m(c, values.pop("field", "caption_llava_short"))
-  stylized_values = {k for k in ("style", "augmented") if k in values}
+  stylized_values = {k for k in ("style", "augmented", "factual") if k in values}
   if stylized_values and "stylized" not in variants:
     raise ValueError(f"{'/'.join(sorted(stylized_values))}=... go with the stylized variant: add stylized")
   if "stylized" in variants:
-    _stylized(c, values.pop("style", "romantic"), values.pop("augmented", ""))
+    factual = int_value(values, "factual") if "factual" in values else 0
+    _stylized(c, values.pop("style", "romantic"), values.pop("augmented", ""), factual)
   if "debug" in variants:
     _debug(c)
   if "steps" in values:
@@ -187,12 +191,17 @@ def _shapes(c: ml_collections.ConfigDict) -> None:
   c.decode.method = "greedy"  # the canonical wording is the most likely one: greedy finds it, 4x cheaper
 
 
-def _stylized(c: ml_collections.ConfigDict, style: str, augmented: str) -> None:
+def _stylized(c: ml_collections.ConfigDict, style: str, augmented: str, factual: int) -> None:
   """ERG's Table 2 captioner on the embedded stylized_scenes: `shapes`' model and optimizer on one style's captions
-  (1,000 training images, one caption each, plus the augmented pairs), ~2 minutes of training on an idle 2-core CPU."""
+  (1,000 training images, one caption each, plus the augmented pairs), ~2 minutes of training on an idle 2-core CPU.
+  With `factual` > 0 it is style-conditioned, as multi-style captioners are: it trains on the factual captions of
+  the first `factual` images of the factual split as well, each caption after its style's tag."""
   from capjax.scenes.stylized import STYLES  # noqa: PLC0415
   if style not in STYLES:
     raise ValueError(f"style={style}: stylized_scenes has {', '.join(STYLES)}")
+  if factual < 0:
+    raise ValueError(f"factual={factual}: give a number of factual images, or 0 for none")
+  c.dataset.factual_split = f"factual[:{factual}]" if factual else ""
   _shapes(c)
   c.dataset.name = "stylized_scenes"
   c.dataset.builder_config = "default"

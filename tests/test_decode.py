@@ -240,3 +240,25 @@ def test_output_ends_with_eos_then_padding(params, beam_size):
       assert PAD_ID not in row, row  # no EOS: MAX_LEN words
   # Not vacuous: EOS at several positions, and a caption that runs to MAX_LEN without one.
   assert len(set(eos_at)) >= 4 and len(eos_at) < NUM_IMAGES
+
+
+def _successor_steps(vocab: int) -> decode.StepFunctions:
+  """A model that always says the token after its input (mod vocab), sure of it: what a decoder starts from shows
+  in every token it returns."""
+  return decode.StepFunctions(init=lambda inputs: jnp.zeros((inputs.shape[0],)),
+                              step=lambda state, token, i: (20.0 * jax.nn.one_hot((token + 1) % vocab, vocab), state))
+
+
+@pytest.mark.parametrize("beam_size", [None, 4], ids=["greedy", "beam4"])
+def test_decoding_starts_from_the_given_token(beam_size):
+  """A style-conditioned captioner decodes from its style's tag instead of BOS (`start`): from 5 the successor
+  model counts 6, 7, ..., 10, 0, 1 and then says EOS (2); from BOS (1) it says EOS at once."""
+  fns, images = _successor_steps(VOCAB), np.zeros((3, 1), np.float32)
+
+  def run(**start):
+    if beam_size is None:
+      return decode.greedy_search(fns, images, MAX_LEN, **start)
+    return decode.beam_search(fns, images, MAX_LEN, beam_size, 0.6, **start)[0]
+  np.testing.assert_array_equal(run(start=5), [[6, 7, 8, 9, 10, 0, 1, E]] * 3)
+  np.testing.assert_array_equal(run(), [[E] + [PAD_ID] * (MAX_LEN - 1)] * 3)
+  assert BOS_ID == 1 and E == 2  # what the expected rows above spell out

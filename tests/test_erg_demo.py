@@ -16,8 +16,9 @@ from capjax import config_util
 from capjax.erg import demo
 from capjax.scenes import stylized as scenes_stylized
 
-TINY = ["--dataset_config=tiny", "--variants=debug", "--steps=2", "--classifier_images=64", "--generator_images=32",
-        "--factual_examples=32", "--mode=t2t", "--retriever_steps=20", "--retriever_pairs=64"]
+TINY = ["--dataset_config=tiny", "--original_images=48", "--factual_captions=40", "--variants=debug", "--steps=2",
+        "--classifier_images=64", "--generator_images=32", "--factual_examples=32", "--mode=t2t",
+        "--retriever_steps=20", "--retriever_pairs=64"]
 
 
 def test_the_stylized_variants_train_one_style_and_name_the_augmented_dataset():
@@ -30,6 +31,9 @@ def test_the_stylized_variants_train_one_style_and_name_the_augmented_dataset():
   assert c.max_caption_tokens >= max(len(p.split()) for ps in scenes_stylized.PHRASES.values() for p in ps) + 15
   c = config_util.load("configs/t2t.py:stylized,style=humorous,augmented=aug_h,steps=7,debug")
   assert (c.dataset.style, c.dataset.augmented, c.num_train_steps, c.model.d_model) == ("humorous", "aug_h", 7, 32)
+  assert c.dataset.factual_split == ""  # the style's captions alone, unless factual=N
+  c = config_util.load("configs/t2t.py:stylized,factual=4000")
+  assert (c.dataset.factual_split, c.dataset.style) == ("factual[:4000]", "romantic")
   r = config_util.load("configs/rnn.py:stylized,style=humorous")
   assert (r.model.name, r.model.d_model, r.dataset.style, r.dataset.name) == ("rnn", 256, "humorous",
                                                                               "stylized_scenes")
@@ -40,6 +44,9 @@ def test_the_stylized_variants_train_one_style_and_name_the_augmented_dataset():
     ("stylized,style=sad", "style=sad: stylized_scenes has romantic, humorous"),
     ("shapes,stylized", "choose one of the shapes, cc12m and stylized variants"),
     ("shapes,augmented=aug", "augmented=... go with the stylized variant"),
+    ("shapes,factual=10", "factual=... go with the stylized variant"),
+    ("stylized,factual=-5", "factual=-5: give a number of factual images, or 0 for none"),
+    ("stylized,factual=many", "factual=many is not an integer"),
 ])
 def test_a_stylized_config_that_cannot_run_says_why(arg, message):
   with pytest.raises(ValueError, match=re.escape(message)):
@@ -115,13 +122,22 @@ def test_the_demo_prints_both_rows_the_deltas_and_last_the_json_of_both_rows(tin
 def test_the_augmented_training_source_is_the_split_then_the_generated_pairs(tiny_run):
   from capjax.data import sources  # noqa: PLC0415
   workdir, _, _ = tiny_run
-  options = demo.Options(dataset_config="tiny")
+  options = demo.Options(dataset_config="tiny", original_images=0, factual_captions=0)
   data_dir, lm = str(workdir / "data"), str(workdir / "lm_romantic.json")
   plain = demo.captioner_config(options, data_dir, "", lm).dataset
   both = demo.captioner_config(options, data_dir, "", lm, augmented="stylized_scenes_romantic_erg").dataset
   original, augmented = sources.train_source(plain), sources.train_source(both)
   kept = json.loads((workdir / demo.RESULTS).read_text())["funnel"]["kept"]
   assert (len(original), len(augmented)) == (64, 64 + kept)
+  # The demo's own captioners (TINY): the first 48 stylized images, the generated pairs, then 40 factual images'
+  # captions, each record after its style's tag.
+  options = demo.Options(dataset_config="tiny", original_images=48, factual_captions=40)
+  tagged = sources.train_source(demo.captioner_config(options, data_dir, "", lm,
+                                                      augmented="stylized_scenes_romantic_erg").dataset)
+  assert len(tagged) == 48 + kept + 40
+  assert [tagged[i]["start"] for i in (0, 47, 48, 48 + kept - 1, 48 + kept, 48 + kept + 39)] == [
+      "<ROMANTIC>"] * 4 + ["<FACTUAL>"] * 2
+  assert tagged[48]["captions"] == augmented[64]["captions"] and len(tagged[48 + kept]["captions"]) == 4
   first = original[0]
   romantic = [c.decode() for s, c in zip(first["stylized"]["style"], first["stylized"]["caption"])
               if s == b"romantic"]

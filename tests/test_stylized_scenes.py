@@ -107,3 +107,44 @@ def test_capjax_knows_the_builder_and_builds_it_on_first_use(tmp_path):
   config = ml_collections.ConfigDict({"name": "stylized_scenes", "builder_config": "tiny", "data_dir": str(tmp_path),
                                       "auto_build": True, "features": ""})
   assert len(sources.data_source(config, "validation")) == 16
+
+
+def test_a_style_conditioned_training_source_tags_each_record_with_its_start_token(data_dir):
+  """dataset.factual_split: the style's captions, then the factual split's, each record with the tag its captions
+  start from; the training batches start each caption with that tag's id, and decoding starts from the style's."""
+  import ml_collections  # noqa: PLC0415
+
+  from capjax import train  # noqa: PLC0415
+  from capjax.config_util import ConfigError  # noqa: PLC0415
+  from capjax.data import pipeline  # noqa: PLC0415
+  config = ml_collections.ConfigDict({
+      "seed": 0, "max_caption_tokens": 24, "batch_size": 200, "vocab": {"min_count": 1},
+      "augment": {"crop": False, "crop_min_scale": 0.5, "color": False}, "input": {"num_threads": 1, "prefetch": 1},
+      "dataset": {"name": "stylized_scenes", "builder_config": "tiny", "data_dir": str(data_dir), "auto_build": False,
+                  "features": "", "image_size": 64, "train_split": "train", "style": "romantic", "augmented": "",
+                  "factual_split": "factual[:100]"}})
+  source = sources.train_source(config.dataset)
+  assert len(source) == 64 + 100
+  train_record, factual_record = source[0], source[64 + 5]
+  assert train_record["start"] == "<ROMANTIC>" and factual_record["start"] == "<FACTUAL>"
+  stylized_0 = tfds.data_source("stylized_scenes/tiny", split="train", data_dir=data_dir)[0]["stylized"]
+  assert train_record["captions"] == [stylized_0["caption"][0].decode()]  # the romantic one
+  factual_5 = tfds.data_source("stylized_scenes/tiny", split="factual", data_dir=data_dir)[5]
+  assert factual_record["captions"] == factual_5["captions"] and len(factual_record["captions"]) == 4
+
+  from capjax.data.vocab import build_vocabulary  # noqa: PLC0415
+  vocab = build_vocabulary(pipeline.split_captions(source), 1, train.start_tokens(config))
+  assert vocab.words[4:6] == ("<ROMANTIC>", "<FACTUAL>") and train.decode_start(config, vocab) == 4
+  batch = next(pipeline.train_iterator(config, source, vocab, "image"))
+  starts = batch["inputs"][:, 0]
+  assert set(starts.tolist()) == {4, 5} and 0 < (starts == 4).sum() < 200  # both kinds of record, by their tags
+  romantic_words = {vocab.id_of(w) for phrase in stylized.PHRASES["romantic"] for w in phrase.split()}
+  for inputs, targets in zip(batch["inputs"], batch["targets"]):  # only the romantic captions hold a phrase word
+    assert bool(romantic_words & set(targets.tolist())) == (inputs[0] == 4)
+
+  config.dataset.style = ""
+  with pytest.raises(ConfigError, match=r"dataset.factual_split='factual\[:100\]' conditions a stylized captioner"):
+    sources.train_source(config.dataset)
+  with pytest.raises(ConfigError, match="the vocabulary has no <ROMANTIC>"):
+    config.dataset.style = "romantic"
+    train.decode_start(config, build_vocabulary(["a b"], 1))

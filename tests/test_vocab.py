@@ -36,6 +36,21 @@ def test_encode_truncates_to_max_tokens_and_frames_with_bos_eos():
   np.testing.assert_array_equal(targets, [5, EOS_ID, PAD_ID, PAD_ID])
 
 
+def test_start_tokens_follow_the_specials_and_start_the_inputs():
+  """A style-conditioned captioner's tags (capjax.tokens.style_tag) are words of their own, ids 4 and 5 here, and
+  take BOS's place in front of a caption. Captions are lowercased, so no caption word is ever a tag."""
+  vocab = build_vocabulary(["a dog", "a cat", "<ROMANTIC>"], min_count=1, starts=("<ROMANTIC>", "<FACTUAL>"))
+  assert vocab.words == ("<PAD>", "<BOS>", "<EOS>", "<UNK>", "<ROMANTIC>", "<FACTUAL>", "a", "<romantic>", "cat",
+                         "dog")
+  assert vocab.id_of("<FACTUAL>") == 5
+  with pytest.raises(KeyError, match="'<HUMOROUS>' is not in the vocabulary"):
+    vocab.id_of("<HUMOROUS>")
+  inputs, targets = vocab.encode("a dog", max_tokens=3, start=vocab.id_of("<ROMANTIC>"))
+  np.testing.assert_array_equal(inputs, [4, 6, 9, PAD_ID])
+  np.testing.assert_array_equal(targets, [6, 9, EOS_ID, PAD_ID])
+  assert vocab.decode([4, 6, 5, 9, 7, EOS_ID, 8]) == "a dog <romantic>"  # a tag is no word of a caption
+
+
 def test_decode_stops_at_eos_and_skips_pad_and_bos():
   vocab = Vocabulary(("<PAD>", "<BOS>", "<EOS>", "<UNK>", "a", "b"))
   assert vocab.decode([BOS_ID, 4, 5, EOS_ID, 4, 4]) == "a b"

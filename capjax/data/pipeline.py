@@ -17,6 +17,7 @@ import numpy as np
 from capjax.data import preprocess
 from capjax.data.vocab import Vocabulary
 from capjax.strings import as_str
+from capjax.tokens import BOS_ID
 
 
 def split_captions(source) -> Iterator[str]:
@@ -28,8 +29,8 @@ def split_captions(source) -> Iterator[str]:
 
 @dataclasses.dataclass(frozen=True)
 class TrainTransform(grain.transforms.RandomMap):
-  """Picks one reference caption at random, encodes it, and optionally augments the image (pre-extracted
-  features, read from `key`, pass unchanged)."""
+  """Picks one reference caption at random, encodes it (after the record's `start` token when it has one: a style
+  tag), and optionally augments the image (pre-extracted features, read from `key`, pass unchanged)."""
 
   vocab: Vocabulary
   max_tokens: int
@@ -41,7 +42,8 @@ class TrainTransform(grain.transforms.RandomMap):
     captions = record["captions"]
     caption = captions[rng.integers(len(captions))]
     caption = as_str(caption)
-    inputs, targets = self.vocab.encode(caption, self.max_tokens)
+    start = self.vocab.id_of(record["start"]) if "start" in record else BOS_ID  # a style tag, or BOS
+    inputs, targets = self.vocab.encode(caption, self.max_tokens, start)
     if self.key == "image":
       image = preprocess.train_image(np.asarray(record["image"]), self.image_size, self.augment, rng)
     else:

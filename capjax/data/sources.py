@@ -19,6 +19,7 @@ from capjax import cli, distributed
 from capjax.config_util import ConfigError
 from capjax.features import variant_name
 from capjax.strings import as_str
+from capjax.tokens import FACTUAL, style_tag
 
 # Datasets whose builders live in this repository: name -> (module to import, how to build it).
 KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
@@ -271,7 +272,22 @@ class ConcatSource:
       raise IndexError(f"index {index} out of range for {len(self)} records")
     part = int(np.searchsorted(self._starts, index, side="right")) - 1
     record = self.parts[part][index - int(self._starts[part])]
-    return {"image": record["image"], "captions": record["captions"]}
+    return {key: record[key] for key in ("image", "captions", "start") if key in record}
+
+
+@dataclasses.dataclass(frozen=True)
+class StartSource:
+  """A source's records with `start`, the decoder start token of their captions: a style tag
+  (`capjax.tokens.style_tag`) in a style-conditioned captioner's training records."""
+
+  source: Any
+  start: str
+
+  def __len__(self) -> int:
+    return len(self.source)
+
+  def __getitem__(self, index: int) -> dict[str, Any]:
+    return {**self.source[index], "start": self.start}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,11 +337,25 @@ def augmented_source(config: ml_collections.ConfigDict):
 
 def train_source(config: ml_collections.ConfigDict):
   """The training records: `config.train_split`'s, followed by the augmented dataset's when `config.augmented`
-  names one (ERG: a stylized split grown with generated pairs)."""
-  source = data_source(config, config.train_split)
-  if not config.get("augmented"):
-    return source
-  return ConcatSource((source, augmented_source(config)))
+  names one (ERG: a stylized split grown with generated pairs).
+
+  With `config.factual_split` as well (a style-conditioned captioner, as multi-style captioners train), the
+  factual captions of that split follow: each record then carries its captions' start token in `start`, the tag
+  of `config.style` for the stylized and augmented records and the factual tag for these.
+  """
+  parts = [data_source(config, config.train_split)]
+  if config.get("augmented"):
+    parts.append(augmented_source(config))
+  factual = config.get("factual_split", "")
+  if not factual:
+    return parts[0] if len(parts) == 1 else ConcatSource(tuple(parts))
+  if not config.get("style"):
+    raise ConfigError(f"dataset.factual_split={factual!r} conditions a stylized captioner on its style — set "
+                      "--config.dataset.style too, or set dataset.factual_split=''")
+  plain = ml_collections.ConfigDict(dict(config))
+  plain.style = ""  # the factual records' own `captions`
+  tagged = [StartSource(p, style_tag(config.style)) for p in parts]
+  return ConcatSource((*tagged, StartSource(data_source(plain, factual), style_tag(FACTUAL))))
 
 
 def data_source(config: ml_collections.ConfigDict, split: str):

@@ -57,7 +57,10 @@ class Options:
   captioner: str = "t2t"             # configs/<captioner>.py:stylized
   variants: str = ""                 # extra config variants and values, e.g. "debug" or "batch=32"
   dataset_config: str = "default"    # stylized_scenes config: default (1,000 train images) or tiny (64)
-  original_images: int = 0           # the small stylized set: the first N train images (0: all of them)
+  # The small stylized set: the first N train images (0: all of them). 100 stylized against 4,000 factual images
+  # (2.5%) sits between SentiCap's share of COCO (~1%) and FlickrStyle10K's (~6%).
+  original_images: int = 100
+  factual_captions: int = 4000        # both captioners also train on N factual images' captions, style-conditioned
   steps: int = 0                     # captioner steps (0: the config's)
   classifier_images: int = 500       # stylized_scenes train images the style classifier learns from
   classifier_epochs: int = 0         # 0: the classifier's default for a random BERT
@@ -146,7 +149,8 @@ def samples_html(images, references: Sequence[Sequence[str]], captions: dict[str
 def captioner_config(options: Options, data_dir: str, style_model: str, lm: str, augmented: str = ""):
   """`configs/<captioner>.py:stylized` with the demo's data, judges and sizes; `augmented` names the ERG dataset."""
   from capjax import config_util  # noqa: PLC0415
-  arg = ",".join(p for p in ("stylized", f"style={options.style}", options.variants) if p)
+  factual = f"factual={options.factual_captions}" if options.factual_captions else ""
+  arg = ",".join(p for p in ("stylized", f"style={options.style}", factual, options.variants) if p)
   config = config_util.load(f"{CONFIGS / options.captioner}.py:{arg}")
   config.dataset.builder_config = options.dataset_config
   config.dataset.data_dir = data_dir
@@ -306,6 +310,9 @@ def _flags():
                     flag_values=values)
   flags.DEFINE_integer("original_images", d.original_images, "the original stylized set: the first N train images "
                        "(0: all); the classifier, LM, generator, retrieval bank and original captioner see only these",
+                       lower_bound=0, flag_values=values)
+  flags.DEFINE_integer("factual_captions", d.factual_captions, "both captioners are style-conditioned and also "
+                       "train on the factual captions of the first N factual images (0: on the style's captions alone)",
                        lower_bound=0, flag_values=values)
   flags.DEFINE_integer("steps", d.steps, "captioner training steps (0: the config's)", lower_bound=0,
                        flag_values=values)
