@@ -5,21 +5,22 @@ import pathlib
 import subprocess
 import sys
 
+import helpers
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import train_step_profile  # noqa: E402
 import train_step_speed  # noqa: E402
 
-# LLVM's optimisation level 0 for the benchmarks run here: their compiles take about half the CPU time (measured:
-# accelerator_check --small 116 -> 58 CPU s), and no test reads a figure.
-FAST_COMPILE = "--xla_backend_optimization_level=0"
+# helpers.FAST_COMPILE for the benchmarks run here: their compiles take about half the CPU time, and no test reads
+# a figure.
 
 
 def _env(xla_flags: str | None = None) -> dict[str, str]:
-  """The environment of a benchmark run on the CPU: `xla_flags` (default: this session's) plus FAST_COMPILE."""
+  """The environment of a benchmark run on the CPU: `xla_flags` (default: this session's) plus helpers.FAST_COMPILE."""
   flags = os.environ.get("XLA_FLAGS", "") if xla_flags is None else xla_flags
-  return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"{flags} {FAST_COMPILE}".strip())
+  return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"{flags} {helpers.FAST_COMPILE}".strip())
 
 
 def test_t2t_flops_are_counted_from_the_shapes():

@@ -12,6 +12,7 @@ import pathlib
 import subprocess
 import sys
 
+import helpers
 import pytest
 
 from tfds_builders.cc3m import make_dummy_data as dummy
@@ -22,7 +23,7 @@ NUM_TRAIN, NUM_VALIDATION = 24, 8  # whole batches of 8 for the extraction
 
 def _env() -> dict[str, str]:
   env = dict(os.environ)
-  env.pop("XLA_FLAGS", None)  # one CPU device, like a laptop run
+  env["XLA_FLAGS"] = helpers.FAST_COMPILE  # and one CPU device, like a laptop run
   env["JAX_PLATFORMS"] = "cpu"
   env["PYTHONPATH"] = os.pathsep.join([os.fspath(REPO), env.get("PYTHONPATH", "")])
   return env

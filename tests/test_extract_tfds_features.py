@@ -25,6 +25,7 @@ from capjax.data import pipeline, sources
 from capjax.models import inception_resnet_v2 as irv2
 from capjax.tools import extract_features as ef
 from capjax.tools import extract_tfds_features as etf
+import helpers
 from helpers import IRV2_NUM_CLASSES as NUM_CLASSES
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -231,7 +232,7 @@ def test_main_trains_evaluates_and_captions_files_from_the_feature_variant(data_
             f"--config.dataset.data_dir={data_dir}", "--config.dataset.train_split=validation",
             f"--config.dataset.image_size={IMAGE_SIZE}", f"--workdir={workdir}"]
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  env.pop("XLA_FLAGS", None)
+  env["XLA_FLAGS"] = helpers.FAST_COMPILE  # and one CPU device
   train = subprocess.run([sys.executable, "-m", "capjax.main", *common, "--config.num_train_steps=6",
                           "--config.eval_every=1000", "--config.debug_nans=False"],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)

@@ -13,6 +13,7 @@ import time
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+import helpers
 import pytest
 from PIL import Image
 
@@ -29,7 +30,7 @@ def _command(workdir: pathlib.Path, data_dir: pathlib.Path) -> list[str]:
 
 def _env() -> dict[str, str]:
   env = dict(os.environ)
-  env.pop("XLA_FLAGS", None)  # one CPU device, like a laptop run
+  env["XLA_FLAGS"] = helpers.FAST_COMPILE  # and one CPU device, like a laptop run
   env["JAX_PLATFORMS"] = "cpu"
   return env
 

@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import helpers
 import pytest
 
 from capjax import config_util
@@ -56,8 +57,8 @@ class Run:
     self.name, self.workdir = name, workdir
     self.logs = [workdir.parent / f"{name}_{i}" for i in range(processes)]
     base = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "SLURM_", "TPU_", "MEGASCALE_"))}
-    # LLVM's optimisation level 0: compiles ~3x faster (measured on the init); every run here uses it.
-    base.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0",
+    # helpers.FAST_COMPILE: every run here uses it.
+    base.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} {helpers.FAST_COMPILE}",
                 JAX_PLATFORMS="cpu",
                 # Compiled programs persist between the launches, as with a cache on a cluster's shared disk.
                 # Only process 0 writes it, and only process 0 of a relaunch finds its programs there: process 1's

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import flax.linen as nn
+import helpers
 import jax
 import ml_collections
 import numpy as np
@@ -377,7 +378,7 @@ def test_the_report_rejects_a_bad_mesh_or_rules_in_one_line(capsys, flag, messag
     ("--config.mesh.fsdp=-1", "error: mesh.data and mesh.fsdp are all -1 — at most one may be -1"),
 ])
 def test_training_with_a_bad_mesh_or_rules_stops_in_one_line(tmp_path, override, message):
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}
+  env = dict(os.environ, XLA_FLAGS=helpers.FAST_COMPILE, JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapes,debug", override,
                          f"--workdir={tmp_path / 'w'}"], cwd=REPO, env=env, capture_output=True, text=True,
                         timeout=600)
