@@ -107,7 +107,7 @@ def test_the_demo_prints_both_rows_the_deltas_and_last_the_json_of_both_rows(tin
   assert [line.split("]")[0] for line in err.splitlines() if re.match(r"\[\d/6\]", line)] == [
       f"[{i}/6" for i in range(1, 7)]
   for row in demo.ROWS:
-    assert [json.loads(line)["step"] for line in (workdir / row / "train_history.jsonl").read_text().splitlines()] \
+    assert [json.loads(line)["step"] for line in (workdir / "t2t" / row / "train_history.jsonl").read_text().splitlines()] \
         == [2]
   results = json.loads((workdir / demo.RESULTS).read_text())
   assert results["rows"] == last
@@ -115,7 +115,7 @@ def test_the_demo_prints_both_rows_the_deltas_and_last_the_json_of_both_rows(tin
   kept = results["funnel"]["kept"]
   assert kept > 0 and f"original + augmented ({kept} pairs)" in out
   page = (workdir / demo.SAMPLES).read_text()
-  predictions = [json.loads((workdir / row / demo.ROW_FILE).read_text())["predictions"] for row in demo.ROWS]
+  predictions = [json.loads((workdir / "t2t" / row / demo.ROW_FILE).read_text())["predictions"] for row in demo.ROWS]
   assert page.count("<img ") == 12 and all(p["0"] in page for p in predictions)
 
 
@@ -153,6 +153,19 @@ def test_the_augmented_training_source_is_the_split_then_the_generated_pairs(tin
   missing = demo.captioner_config(options, data_dir, "", lm, augmented="no_such_augmentation").dataset
   with pytest.raises(sources.DatasetNotBuiltError, match="python -m capjax.erg.augment --stylized=stylized_scenes"):
     sources.train_source(missing)
+
+
+def test_a_captioner_run_of_another_config_is_refused_not_reported(tiny_run):
+  """Rows are kept per captioner (WORKDIR/<captioner>/<row>), and a row's directory is reused only for the config
+  that wrote it: fewer factual captions must not report the kept row as theirs."""
+  from capjax.config_util import ConfigError  # noqa: PLC0415
+  workdir, _, _ = tiny_run
+  data_dir, lm = str(workdir / "data"), str(workdir / "lm_romantic.json")
+  options = demo.Options(dataset_config="tiny", original_images=48, factual_captions=20, variants="debug", steps=2)
+  config = demo.captioner_config(options, data_dir, "", lm)
+  with pytest.raises(ConfigError, match=r"holds a run of another config \(dataset.factual_split: "
+                                        r"\"factual\[:40\]\" → \"factual\[:20\]\"\)"):
+    demo._train_captioner("original", config, workdir / "t2t" / "original")
 
 
 def test_text_encoder_minilm_is_the_converted_extra_or_says_how_to_install_it(tmp_path, monkeypatch):

@@ -14,9 +14,11 @@ extra's all-MiniLM-L6-v2 in the retriever as its locked text tower):
   3. train the generator (`capjax.erg.generate`, a tiny GPT-2 from scratch);
   4. augment (`capjax.erg.augment`): retrieve a scene of the style for each of the first --factual_examples
      factual images (--mode), generate, filter, write the TFDS dataset `stylized_scenes_<style>_erg`;
-  5. train the captioner (`configs/<captioner>.py:stylized`) on the original captions, then on original +
-     augmented (the same config, steps and seed), each evaluated on the style's test captions with BLEU-1/3,
-     METEOR, CIDEr, cls and ppl.
+  5. train the captioner (`configs/<captioner>.py:stylized`, in WORKDIR/<captioner>/original) on the original
+     captions of the first --original_images train images, then (6., in .../augmented) on original + augmented,
+     with the same config, steps and seed. Both are style-conditioned and also train on the factual captions of
+     the first --factual_captions factual images, as multi-style captioners do (0: the style's captions alone).
+     Each is evaluated on the style's test captions with BLEU-1/3, METEOR, CIDEr, cls and ppl.
 It prints both rows and their deltas (augmented - original) as a table, writes results.json and samples.html
 (test images with both captioners' captions) in --workdir, and prints as its last line one JSON object
 {"original": {...}, "augmented": {...}} with the keys Bleu_1, Bleu_3, METEOR, CIDEr, cls and ppl.
@@ -166,19 +168,25 @@ def captioner_config(options: Options, data_dir: str, style_model: str, lm: str,
   return config
 
 
-def _train_captioner(name: str, config, workdir: pathlib.Path) -> dict[str, Any]:
-  """Trains and tests one captioner in workdir/name (resumable); its row and predictions are kept in row.json."""
+def _train_captioner(name: str, config, run_dir: pathlib.Path) -> dict[str, Any]:
+  """Trains and tests one captioner in run_dir (resumable); its row and predictions are kept in row.json.
+
+  A run_dir holding a run of another config (other variants or data) is refused, and a kept row is reported
+  only for the config that wrote it: with more --steps the run resumes and is tested again.
+  """
   from capjax import train  # noqa: PLC0415
-  run_dir = workdir / name
+  from capjax import workdir as workdir_lib  # noqa: PLC0415
+  workdir_lib.prepare(str(run_dir), config)
   saved = run_dir / ROW_FILE
-  if saved.exists():
+  current = workdir_lib.as_json_dict(config)
+  if saved.exists() and json.loads(saved.read_text()).get("config") == current:
     _log(f"  {name}: already trained and tested ({saved})")
     return json.loads(saved.read_text())
   result = train.train_and_evaluate(config, str(run_dir))
   if "interrupted_at" in result:
     raise KeyboardInterrupt(f"interrupted at step {result['interrupted_at']}")
   predictions = json.loads(pathlib.Path(result["outputs"]["predictions"]).read_text())
-  out = {"row": row_of(result["metrics"]), "metrics": result["metrics"],
+  out = {"row": row_of(result["metrics"]), "metrics": result["metrics"], "config": current,
          "predictions": {int(p["image_id"]): p["caption"] for p in predictions}}
   saved.write_text(json.dumps(out, indent=1))
   return json.loads(saved.read_text())  # the same form as a rerun reads (keys as strings)
@@ -276,7 +284,7 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
   for row, augmented in (("original", ""), ("augmented", name)):
     stage(f"captioner on {'original + augmented' if augmented else 'original'} {options.style} captions")
     config = captioner_config(options, data_dir, str(style_dir), str(lm_path), augmented)
-    results[row] = _train_captioner(row, config, workdir)
+    results[row] = _train_captioner(row, config, workdir / options.captioner / row)
 
   rows = {row: results[row]["row"] for row in ROWS}
   test = sources.data_source(captioner_config(options, data_dir, "", str(lm_path)).dataset, "test")
