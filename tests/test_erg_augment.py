@@ -61,12 +61,34 @@ def test_the_filters_count_every_reject_under_each_reason_and_once_in_the_total(
   assert verdicts.kept.tolist() == [True, False, False, False, False, False]
   counts = verdicts.counts()
   assert counts.generated == 6 and counts.kept == 1 and counts.rejected_total == 5
-  assert counts.rejected == {"style": 3, "perplexity": 3, "similarity": 2}  # 0.6 is not above 0.6; nan fails
-  assert counts.funnel == {"generated": 6, "after_style": 3, "after_perplexity": 2, "after_similarity": 1}
+  # 0.6 is not above 0.6; nan fails; without content shares the content filter passes every caption.
+  assert counts.rejected == {"style": 3, "perplexity": 3, "similarity": 2, "content": 0}
+  assert counts.funnel == {"generated": 6, "after_style": 3, "after_perplexity": 2, "after_similarity": 1,
+                           "after_content": 1}
   assert (counts + counts).funnel["after_style"] == 6 and (counts + counts).rejected["style"] == 6
   assert filters.Counts.from_json(json.loads(json.dumps(counts.to_json()))) == counts
+  old = counts.to_json()  # counts written before the content filter existed: all passed it
+  del old["rejected"]["content"], old["funnel"]["after_content"]
+  assert filters.Counts.from_json(old) == counts
   with pytest.raises(ValueError, match="one of each per caption"):
     filters.apply(styles, "romantic", ppl[:2], sim)
+  contents = [1.0, 1.0, 1.0, 1.0, 1.0, 0.5]
+  counts = filters.apply(styles, "romantic", ppl, [0.9] * 6, contents=contents, min_content=1.0).counts()
+  assert counts.rejected == {"style": 3, "perplexity": 3, "similarity": 0, "content": 1}
+  assert counts.funnel == {"generated": 6, "after_style": 3, "after_perplexity": 2, "after_similarity": 2,
+                           "after_content": 2}
+
+
+@pytest.mark.parametrize("factual, generated, share", [
+    ("a small red circle", "a small red circle in love", 1.0),
+    ("a small red circle above a blue square", "a small red circle deeply in love above a blue square", 1.0),
+    ("a small red circle", "a large red circle in love", 0.75),            # the generator changed the size
+    ("a small red circle , a red square", "a small red square , a circle", 5 / 8),  # order counts: a subsequence
+    ("a circle", "", 0.0),
+    ("", "anything", 1.0),
+])
+def test_content_kept_is_the_factual_words_kept_in_order(factual, generated, share):
+  assert filters.content_kept(factual, generated) == pytest.approx(share)
 
 
 def test_the_job_writes_a_readable_dataset_with_the_funnel_in_its_metadata(written, pieces):
@@ -74,7 +96,7 @@ def test_the_job_writes_a_readable_dataset_with_the_funnel_in_its_metadata(writt
   builder, records = read(out_dir)
   assert builder.info.metadata["funnel"] == counts.to_json()
   assert counts.generated == 24 and len(records) == counts.kept
-  assert counts.funnel["after_similarity"] == counts.kept and counts.generated == counts.kept + counts.rejected_total
+  assert counts.funnel["after_content"] == counts.kept and counts.generated == counts.kept + counts.rejected_total
   assert counts.kept > 0, counts.lines()
   assert set(records[0]) == {"image", "caption", "factual_caption", "style", "scene_id", "similarity", "perplexity",
                              "source_index"}

@@ -4,14 +4,15 @@ usage: python -m capjax.erg.augment --stylized=stylized_scenes/tiny --factual=st
            --output_dataset=NAME --generator=DIR --style_model=DIR [--lm=LM.json] [--mode=i2i|i2t|t2i|t2t] \
            [--data_dir=DIR] [--output_data_dir=DIR] [--stylized_split=train] [--factual_split=factual] \
            [--examples_per_shard=1024] [--retriever_steps=200] [--text_encoder=BERT_DIR] \
-           [--retriever=DIR | --save_retriever=DIR]
+           [--retriever=DIR | --save_retriever=DIR] [--min_content=1.0]
 
 For each factual example (image and first caption) the retriever finds the most similar stylized scene of --style
 (the query and bank sides by --mode, as in the paper's Table 1); the scene's style phrase (the planted phrase that
 stylized_scenes records carry, or the one the style-phrase extractor finds with --style_model) and the factual
 caption prompt the generator (`[CLS] phrase [SEP] caption`); the generated caption then passes the three quality
-filters (`capjax.erg.filters`). The nearest scene prompts the generator even at or below the similarity threshold,
-so that every factual example is one generated caption of the funnel and its reject is counted by reason. The
+filters (`capjax.erg.filters`), and with --min_content the content filter. The nearest scene prompts the generator
+even at or below the similarity threshold, so that every factual example is one generated caption of the funnel and
+its reject is counted by reason. The
 kept pairs go to the TFDS dataset NAME (version 1.0.0, split `train`, ArrayRecord)
 in --output_data_dir (default --data_dir), one record each:
   image            the factual image (absent when the factual dataset has none: then only t2t is possible)
@@ -88,6 +89,7 @@ class Settings:
   beam_size: int
   max_perplexity: float
   min_similarity: float
+  min_content: float
   seed: int
 
 
@@ -263,7 +265,8 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
                     text_encoder: str = "",
                     beam_size: int = 1, batch_size: int = 256,
                     max_perplexity: float = filters.MAX_PERPLEXITY, min_similarity: float = filters.MIN_SIMILARITY,
-                    seed: int = 0, log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+                    min_content: float = filters.MIN_CONTENT, seed: int = 0,
+                    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
                     ) -> tuple[pathlib.Path, filters.Counts]:
   """Writes the augmented dataset and returns its directory and the filters' counts; an AugmentError for bad
   input (before any output is written)."""
@@ -351,7 +354,7 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
                                   if (pathlib.Path(text_encoder) / name).is_file())) if text_encoder else "",
       examples_per_shard=examples_per_shard, retriever_steps=0 if encoder is not None else retriever_steps,
       beam_size=beam_size, max_perplexity=float(max_perplexity),
-      min_similarity=float(min_similarity), seed=seed)
+      min_similarity=float(min_similarity), min_content=float(min_content), seed=seed)
   _check_manifest(out_dir, settings, write=False)
 
   # The retriever: loaded, or trained on the factual pairs (the stylized set's when the factual set has no images).
@@ -403,7 +406,9 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
         raise AugmentError(f"shard {i} (factual examples {start}..{stop - 1}): {error}") from error
       perplexities = np.asarray([lm.perplexity([c]).value if c.strip() else math.inf for c in captions], np.float32)
       predicted = classifier.predict([c if c.strip() else "." for c in captions])
-      verdicts = filters.apply(predicted, style, perplexities, similarities, max_perplexity, min_similarity)
+      contents = [filters.content_kept(t, c) for t, c in zip(texts, captions)]
+      verdicts = filters.apply(predicted, style, perplexities, similarities, max_perplexity, min_similarity,
+                               contents, min_content)
       counts = verdicts.counts()
       for row in np.flatnonzero(verdicts.kept):
         record = {"caption": captions[row], "factual_caption": texts[row], "style": style,
@@ -491,6 +496,8 @@ def _flags():
                      flag_values=values)
   flags.DEFINE_float("min_similarity", filters.MIN_SIMILARITY, "the similarity filter (the paper's 0.6)",
                      flag_values=values)
+  flags.DEFINE_float("min_content", filters.MIN_CONTENT, "the content filter: the share of the factual caption's "
+                     "words a generated caption must keep in order (1.0: all; 0: off, the paper's)", flag_values=values)
   flags.DEFINE_integer("seed", 0, "seed of the retriever's training", flag_values=values)
   return values
 
@@ -518,7 +525,8 @@ def main(argv: Sequence[str]) -> None:
         retriever_dir=values["retriever"].value, save_retriever=values["save_retriever"].value,
         text_encoder=values["text_encoder"].value,
         beam_size=values["beam_size"].value, max_perplexity=values["max_perplexity"].value,
-        min_similarity=values["min_similarity"].value, seed=values["seed"].value)
+        min_similarity=values["min_similarity"].value, min_content=values["min_content"].value,
+        seed=values["seed"].value)
   except AugmentError as error:
     cli.fail(str(error))
   print("\n".join(counts.lines()))

@@ -13,7 +13,8 @@ extra's all-MiniLM-L6-v2 in the retriever as its locked text tower):
      filter and the `cls` metric) and the style's trigram LM on the training captions (the `ppl` filter and metric);
   3. train the generator (`capjax.erg.generate`, a tiny GPT-2 from scratch);
   4. augment (`capjax.erg.augment`): retrieve a scene of the style for each of the first --factual_examples
-     factual images (--mode), generate, filter, write the TFDS dataset `stylized_scenes_<style>_erg`;
+     factual images (--mode), generate, filter (the paper's three filters, and the content filter at
+     --min_content), write the TFDS dataset `stylized_scenes_<style>_erg`;
   5. train the captioner (`configs/<captioner>.py:stylized`, in WORKDIR/<captioner>/original) on the original
      captions of the first --original_images train images, then (6., in .../augmented) on original + augmented,
      with the same config, steps and seed. Both are style-conditioned and also train on the factual captions of
@@ -72,6 +73,7 @@ class Options:
   mode: str = "i2i"                  # retrieval: query side 2 bank side
   retriever_steps: int = 200
   retriever_pairs: int = 1024
+  min_content: float = 1.0           # the content filter: a generated caption keeps all its factual caption's words
   text_encoder: str = ""             # the retriever's text tower: "" (trained here), a converted BERT dir, or minilm
   style_model: str = ""              # pieces trained elsewhere, used instead of stages 2-4's training ("": train)
   generator: str = ""
@@ -276,6 +278,7 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
       factual_split=f"factual[:{options.factual_examples}]",
       retriever_steps=options.retriever_steps, retriever_pairs=options.retriever_pairs,
       retriever_dir=options.retriever, text_encoder=_text_encoder(options.text_encoder, workdir),
+      min_content=options.min_content,
       log=lambda line: log(f"  augment {line}"))
   for line in funnel.lines():
     log(f"  {line}")
@@ -339,6 +342,9 @@ def _flags():
                        lower_bound=1, flag_values=values)
   flags.DEFINE_integer("retriever_pairs", d.retriever_pairs, "factual pairs the retriever trains on", lower_bound=2,
                        flag_values=values)
+  flags.DEFINE_float("min_content", d.min_content, "augment's content filter: the share of its factual caption's "
+                     "words a generated caption must keep in order (0: off, the paper's three filters only)",
+                     flag_values=values)
   flags.DEFINE_string("text_encoder", d.text_encoder, "the retriever's locked text tower: minilm (the minilm extra) "
                       "or a converted BERT-family directory ('': a small Transformer trained here)", flag_values=values)
   flags.DEFINE_string("style_model", d.style_model, "a trained style classifier to use instead of training one",
