@@ -68,7 +68,7 @@ class Options:
   classifier_images: int = 500       # stylized_scenes train images the style classifier learns from
   classifier_epochs: int = 0         # 0: the classifier's default for a random BERT
   generator_images: int = 500        # train images (two captions each) the generator learns from
-  generator_epochs: int = 100        # on 100 images' 200 pairs: with 20 it rewrites the content of 97% of captions
+  generator_epochs: int = 100        # on 100 images' 200 pairs: with 20 it changes the content of 97% of captions
   factual_examples: int = 4000       # factual images augmented
   mode: str = "i2i"                  # retrieval: query side 2 bank side
   retriever_steps: int = 200
