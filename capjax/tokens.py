@@ -1,5 +1,6 @@
-"""The special tokens every caption vocabulary starts with, and their ids: what decoding, training and the
-vocabulary agree on, kept below all three so that decoding needs nothing from the data package.
+"""The special tokens every caption vocabulary starts with, their ids, and the style tags that a style-conditioned
+captioner starts from: what decoding, training and the vocabulary agree on, kept below all three so that decoding
+needs nothing from the data package.
 """
 
 from __future__ import annotations
