@@ -193,8 +193,8 @@ def _shapes(c: ml_collections.ConfigDict) -> None:
 
 def _stylized(c: ml_collections.ConfigDict, style: str, augmented: str, factual: int) -> None:
   """ERG's Table 2 captioner on the embedded stylized_scenes: `shapes`' model and optimizer on one style's captions
-  (1,000 training images, one caption each, plus the augmented pairs): 7-10 minutes on this 2-core CPU under a load
-  average of 4-6 (measured by the ERG demo).
+  (1,000 training images, one caption each, plus the augmented pairs): 5-6 minutes on an idle 2-core CPU (measured
+  by the ERG demo).
   With `factual` > 0 it is style-conditioned, as multi-style captioners are: it trains on the factual captions of
   the first `factual` images of the factual split as well, each caption after its style's tag."""
   from capjax.scenes.stylized import STYLES  # noqa: PLC0415
