@@ -12,9 +12,8 @@ stylized_scenes records carry, or the one the style-phrase extractor finds with 
 caption prompt the generator (`[CLS] phrase [SEP] caption`); the generated caption then passes the three quality
 filters (`capjax.erg.filters`), and with --min_content the content filter. The nearest scene prompts the generator
 even at or below the similarity threshold, so that every factual example is one generated caption of the funnel and
-its reject is counted by reason. The
-kept pairs go to the TFDS dataset NAME (version 1.0.0, split `train`, ArrayRecord)
-in --output_data_dir (default --data_dir), one record each:
+its reject is counted by reason. The kept pairs go to the TFDS dataset NAME (version 1.0.0, split `train`,
+ArrayRecord) in --output_data_dir (default --data_dir), one record each:
   image            the factual image (absent when the factual dataset has none: then only t2t is possible)
   caption          the generated stylized caption
   factual_caption  the caption it was generated from
