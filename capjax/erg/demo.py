@@ -181,9 +181,10 @@ def _train_captioner(name: str, config, run_dir: pathlib.Path) -> dict[str, Any]
   workdir_lib.prepare(str(run_dir), config)
   saved = run_dir / ROW_FILE
   current = workdir_lib.as_json_dict(config)
-  if saved.exists() and json.loads(saved.read_text()).get("config") == current:
+  kept = json.loads(saved.read_text()) if saved.exists() else {}
+  if kept.get("config") == current:
     _log(f"  {name}: already trained and tested ({saved})")
-    return json.loads(saved.read_text())
+    return kept
   result = train.train_and_evaluate(config, str(run_dir))
   if "interrupted_at" in result:
     raise KeyboardInterrupt(f"interrupted at step {result['interrupted_at']}")
