@@ -8,8 +8,10 @@ all stop at one step although a preemption notice reaches one host only (JAX's p
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -17,6 +19,24 @@ import numpy as np
 from absl import logging
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def end_with_parent(parent: int) -> None:
+  """Makes this forked worker end when its parent `parent` (a pid) does, however the parent ends: give it as a
+  process pool's initializer, with `os.getpid()` of the parent.
+
+  A forked pool worker holds both ends of the pool's pipes, so it never reads end-of-file when its parent dies of
+  a signal: it would wait for work forever. SIGTERM (a preempted VM, SLURM's `scancel`) ends a Python process
+  without running its `finally` blocks, and SIGKILL ends it without anything, so only the kernel can tell the
+  worker: Linux sends it SIGKILL when the parent dies (`PR_SET_PDEATHSIG`). Elsewhere this does nothing.
+  """
+  if sys.platform.startswith("linux"):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+      raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:  # the parent died between the fork and prctl: nobody would signal this worker
+      os._exit(1)
 
 
 class StopRequest:

@@ -1,5 +1,6 @@
-"""A dataset build stopped by SIGTERM (how TPU VMs and SLURM preempt) leaves nothing a rerun or a trainer would
-take for a built dataset: TFDS writes into a `*.incomplete*` folder and renames it only once every split is whole."""
+"""A dataset build stopped by SIGTERM (how TPU VMs and SLURM preempt) or SIGKILL leaves nothing a rerun or a trainer
+would take for a built dataset: TFDS writes into a `*.incomplete*` folder and renames it only once every split is
+whole. Nor does it leave its worker processes running."""
 
 import contextlib
 import os
@@ -17,11 +18,25 @@ from capjax.data import sources
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def test_a_build_stopped_by_sigterm_is_not_taken_for_a_built_dataset(tmp_path):
+def _live_members(group: int) -> list[str]:
+  """The processes of process group `group` that are not zombies, as "pid (name)"."""
+  live = []
+  for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+    with contextlib.suppress(OSError):  # a process that ended while the list was read
+      text = stat.read_text()
+      name, _, rest = text.partition("(")[2].rpartition(")")
+      state, _, pgrp = rest.split()[:3]
+      if int(pgrp) == group and state != "Z":
+        live.append(f"{stat.parent.name} ({name})")
+  return live
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_build_stopped_by_a_signal_leaves_no_dataset_and_no_workers(tmp_path, sig):
   data_dir = tmp_path / "tfds"
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  # The default config (22,000 scenes) takes minutes: the signal lands once its folder of work in progress exists.
-  # In a session of its own: the build's forked workers outlive the signalled parent, and the test ends them.
+  # The default config (22,000 scenes) takes minutes: the signal lands once its folder of work in progress exists,
+  # when the split's forked workers are drawing scenes. In a session of its own, so that they can be found after.
   proc = subprocess.Popen([sys.executable, "-m", "capjax.data.build", "--dataset=synthetic_scenes",
                            f"--data_dir={data_dir}"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, start_new_session=True)
@@ -30,10 +45,16 @@ def test_a_build_stopped_by_sigterm_is_not_taken_for_a_built_dataset(tmp_path):
     while time.time() < deadline and not list(data_dir.glob("synthetic_scenes/default/*incomplete*")):
       time.sleep(0.1)
     assert proc.poll() is None, "the build finished or failed before it could be stopped"
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     assert proc.wait(timeout=60) != 0
+    # The workers hold both ends of the pool's pipes: unless the kernel ends them with the build (PR_SET_PDEATHSIG),
+    # they wait for work forever.
+    deadline = time.time() + 10
+    while (live := _live_members(proc.pid)) and time.time() < deadline:
+      time.sleep(0.1)
+    assert not live, f"the build's workers outlived it: {live}"
   finally:
-    with contextlib.suppress(ProcessLookupError):  # the group may have ended with its parent
+    with contextlib.suppress(ProcessLookupError):  # the group has ended with its parent unless the test failed
       os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
   assert not (data_dir / "synthetic_scenes/default/1.0.0").exists()

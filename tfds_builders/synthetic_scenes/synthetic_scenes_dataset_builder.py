@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 import tensorflow_datasets as tfds
 
-from capjax import scenes
+from capjax import preemption, scenes
 from tfds_builders.builder_base import LocalCodePath
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")  # the split index seeds the examples: keep this order
@@ -80,7 +80,9 @@ def generate_split(config: SyntheticScenesConfig,
     return
   starts = range(0, size, chunk)
   stops = [min(start + chunk, size) for start in starts]
-  with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+  pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                                initializer=preemption.end_with_parent, initargs=(os.getpid(),))
+  try:
     with warnings.catch_warnings():
       warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
       # map submits every chunk at once, so all the workers are forked here.
@@ -89,6 +91,8 @@ def generate_split(config: SyntheticScenesConfig,
     for start, examples in zip(starts, chunks):
       for index, example in enumerate(examples, start):
         yield index, example_features(example, index)
+  finally:  # stopped early (the writer failed, the generator was closed): drop the chunks not yet drawn
+    pool.shutdown(cancel_futures=True)
 
 
 class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
