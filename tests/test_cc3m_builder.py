@@ -259,10 +259,16 @@ def test_missing_manual_dir_or_tsv_is_one_error_line_and_exit_2(tmp_path):
 
 
 def test_capjax_build_command_builds_the_labeled_config(tmp_path):
+  leftover = tmp_path / "cc3m/labeled/incomplete.Q7ZK2B_1.0.0"  # as a build stopped by SIGKILL leaves it
+  leftover.mkdir(parents=True)
   proc = _run([sys.executable, "-m", "capjax.data.build", "--dataset=cc3m/labeled", f"--manual_dir={DUMMY}",
                f"--data_dir={tmp_path}"])
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "cc3m build report" in proc.stdout and "train: 3 examples" in proc.stdout
+  [note] = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
+  assert note == (f"note: 1 folder(s) left by interrupted builds of this dataset: {leftover} — remove them once no "
+                  "other build of it is running")
+  assert leftover.is_dir()  # reported, never removed: another build of it may be writing there
   assert tfds.builder("cc3m/labeled", data_dir=tmp_path).info.splits["train"].num_examples == 3
 
 

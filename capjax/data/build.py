@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Sequence
 
 from absl import flags
@@ -28,6 +29,15 @@ _MANUAL_DIR = flags.DEFINE_string("manual_dir", "", "where the manually download
                                   flag_values=FLAGS)
 _SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE for the builder config (repeatable; builders with a "
                                  "config_from_settings, e.g. alt_text_captions)", flag_values=FLAGS)
+
+
+INCOMPLETE_PREFIX = "incomplete."  # TFDS builds into `<config>/incomplete.XXXXXX_<version>` and renames it when whole
+
+
+def leftovers(builder) -> list[str]:
+  """The folders that builds of `builder`'s dataset and config stopped by a signal left behind (TFDS's `finally`
+  never ran, so nothing removes them). A CC3M build's can hold hundreds of GB."""
+  return sorted(os.fspath(p) for p in builder.data_path.parent.glob(INCOMPLETE_PREFIX + "*"))
 
 
 def main(argv: Sequence[str]) -> None:
@@ -58,6 +68,9 @@ def main(argv: Sequence[str]) -> None:
   # Checked (and made) once the arguments are known to be right, but before the build: a typo creates no folder.
   data_dir = cli.writable_dir(sources.default_data_dir({"data_dir": _DATA_DIR.value}), "--data_dir")
   builder = tfds.builder(dataset + (f"/{config_name}" if config_name else ""), data_dir=data_dir, **kwargs)
+  if left := leftovers(builder):
+    print(f"note: {len(left)} folder(s) left by interrupted builds of this dataset: {', '.join(left)} — remove them "
+          "once no other build of it is running", file=sys.stderr)
   download_config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
   try:
     builder.download_and_prepare(file_format="array_record", download_config=download_config)
