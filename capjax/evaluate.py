@@ -4,6 +4,7 @@ carries objects), and write the metrics JSON, COCO-format predictions, a gallery
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -61,16 +62,27 @@ def decode_split(setup, params, source, vocab: Vocabulary, config: ml_collection
   return indices, captions
 
 
+def meteor_scorer(full: bool) -> contextlib.AbstractContextManager:
+  """A running METEOR for the full scores of one evaluation (the model's and the constant caption's), or None
+  without `full` or without Java: its JVM takes ~6 s to load the paraphrase tables, the scoring itself well under
+  one."""
+  if not full or not shutil.which("java"):
+    return contextlib.nullcontext()
+  from capjax.metrics.meteor import Meteor  # noqa: PLC0415
+  return Meteor()
+
+
 def score(predictions: list[str], references: list[list[str]], objects: list | None,
-          full: bool) -> dict[str, float]:
-  """CIDEr-D always; with `full`, BLEU-1..4, ROUGE-L and METEOR (when Java runs) too; grounded metrics."""
+          full: bool, meteor=None) -> dict[str, float]:
+  """CIDEr-D always; with `full`, BLEU-1..4, ROUGE-L and METEOR (when Java runs) too; grounded metrics. `meteor`
+  (from `meteor_scorer`) is a running METEOR to use; without one, one is started when needed."""
   from capjax.metrics import coco  # noqa: PLC0415
   refs = {i: r for i, r in enumerate(references)}
   preds = {i: p for i, p in enumerate(predictions)}
   metrics: dict[str, float] = {}
   if full:
-    names = ["Bleu", "ROUGE_L", "CIDEr"] + (["METEOR"] if shutil.which("java") else [])
-    coco_metrics = coco.evaluate(refs, preds, metrics=tuple(names))
+    names = ["Bleu", "ROUGE_L", "CIDEr"] + (["METEOR"] if meteor is not None or shutil.which("java") else [])
+    coco_metrics = coco.evaluate(refs, preds, metrics=tuple(names), meteor=meteor)
     metrics.update({k: float(v) for k, v in coco_metrics.items()})
     if "METEOR" not in metrics:
       logging.warning("METEOR skipped: it needs Java (e.g. `apt-get install default-jre`).")
@@ -92,13 +104,15 @@ def evaluate_split(setup, params, source, vocab: Vocabulary, config: ml_collecti
   objects = [record_objects(r) for r in records]
   objects = None if any(o is None for o in objects) else objects
   full = num_examples is None
-  metrics = score(predictions, references, objects, full=full)
-  if full and config.dataset.get("style"):
-    metrics.update(stylized_metrics(predictions, references, config))
-  baseline = None
-  if full:
-    caption = constant_caption(references)
-    baseline = {"caption": caption, "metrics": score([caption] * len(references), references, objects, full=True)}
+  with meteor_scorer(full) as meteor:
+    metrics = score(predictions, references, objects, full=full, meteor=meteor)
+    if full and config.dataset.get("style"):
+      metrics.update(stylized_metrics(predictions, references, config))
+    baseline = None
+    if full:
+      caption = constant_caption(references)
+      baseline = {"caption": caption,
+                  "metrics": score([caption] * len(references), references, objects, full=True, meteor=meteor)}
   logging.info("Decoded and scored %d examples in %.1fs", len(indices), time.time() - start)
   return EvalResult(metrics, predictions, references, indices, objects, baseline)
 

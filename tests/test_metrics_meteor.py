@@ -163,3 +163,32 @@ def test_command_line_scores_coco_files_with_a_newline_and_an_empty_caption(tmp_
   expected = evaluate({7: [a["caption"] for a in annotations[:2]], 8: [annotations[2]["caption"]],
                        9: [annotations[3]["caption"]]}, {r["image_id"]: r["caption"] for r in results}, meteor=meteor)
   assert scores == pytest.approx(expected, abs=1e-12)
+
+
+def test_an_evaluation_scores_the_model_and_the_constant_caption_with_one_jvm(raw_sets, monkeypatch):
+  """capjax.evaluate's full scores of a split (the model's captions, then the constant caption's) share one METEOR
+  process: each start loads the paraphrase tables (~6 s), and scoring a split takes well under a second."""
+  from capjax import evaluate as evaluate_lib  # noqa: PLC0415
+  from capjax.metrics import meteor as meteor_lib  # noqa: PLC0415
+  starts = []
+
+  class CountedMeteor(meteor_lib.Meteor):
+
+    def __init__(self, *args, **kwargs):
+      starts.append(1)
+      super().__init__(*args, **kwargs)
+
+  monkeypatch.setattr(meteor_lib, "Meteor", CountedMeteor)
+  refs, preds = raw_sets
+  references, predictions = [refs[i] for i in range(50)], [preds[i] for i in range(50)]
+  constant = [evaluate_lib.constant_caption(references)] * 50
+  with evaluate_lib.meteor_scorer(full=False) as none:
+    assert none is None  # CIDEr-D only: no JVM
+  with evaluate_lib.meteor_scorer(full=True) as meteor:
+    model = evaluate_lib.score(predictions, references, None, full=True, meteor=meteor)
+    baseline = evaluate_lib.score(constant, references, None, full=True, meteor=meteor)
+  assert len(starts) == 1
+  # The same scores as with a JVM of its own for each.
+  assert model == evaluate_lib.score(predictions, references, None, full=True)
+  assert baseline == evaluate_lib.score(constant, references, None, full=True)
+  assert len(starts) == 3 and 0 < baseline["METEOR"] < model["METEOR"] < 1
