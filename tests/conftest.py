@@ -1,8 +1,18 @@
-"""Test set-up: 8 fake CPU devices before jax starts, and the offline NLTK data when it is beside the repo."""
+"""Test set-up: 8 fake CPU devices before jax starts, one compilation cache for the session, and the offline NLTK
+data when it is beside the repo."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+# Many tests compile the same programs again: a run and the run that resumes it, the same command in several
+# subprocesses (which inherit this variable). The cache keys hold the XLA flags and devices, so a program compiled
+# otherwise is never taken for another; jax caches only compilations of a second or more.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="capjax-tests-jax-cache-")
+  atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _shared_nltk = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "nltk_data")
 if "NLTK_DATA" not in os.environ and os.path.isdir(_shared_nltk):
