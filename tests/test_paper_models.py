@@ -64,6 +64,14 @@ def _batch(seed: int = 0) -> dict[str, np.ndarray]:
   return {"image": features, "inputs": inputs, "targets": targets}
 
 
+@pytest.fixture(autouse=True)
+def _free_compiled_programs():
+  """Paper-size and IRv2 programs are large, and no two tests here compile the same one: jax's caches would keep
+  each until the session ends (measured: the module's peak 8.5 -> 8.1 GB)."""
+  yield
+  jax.clear_caches()
+
+
 @pytest.mark.parametrize("spec", PAPER_MODELS)
 def test_memorises_one_batch(spec):
   config = _shrink(_config(spec))
@@ -120,12 +128,13 @@ def test_irv2_encoder_holds_inception_resnet_v2_for_fine_tuning_on_pixels():
 
 
 def test_pixels_fine_tune_inception_resnet_v2_in_the_sharded_train_step():
-  """`model.encoder.name = 'irv2'` trains end to end on uint8 pixels over a (data=4, model=2) mesh: the loss
+  """`model.encoder.name = 'irv2'` trains end to end on uint8 pixels over a (data=2, model=4) mesh: the loss
   falls over three steps on one batch, IRv2's weights move, and its batch-norm statistics stay frozen."""
   config = _shrink(_config("configs/t2t.py:1x1"))
   config.model.encoder.name, config.dataset.features = "irv2", ""
   config.dataset.image_size = 75  # the smallest input IRv2 takes: a 1x1 grid, the fastest compile
-  config.mesh.data, config.mesh.model = 4, 2
+  # Each fake device holds its own copy of what it replicates: IRv2 with Adam over data=4 took 6.9 GB, 5.2 here.
+  config.mesh.data, config.mesh.model = 2, 4
   config.optimizer.learning_rate = 1e-3
   mesh = sharding.make_mesh(config)
   setup = make_setup(config, VOCAB, mesh)
