@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import ml_collections
@@ -21,6 +21,9 @@ from capjax import sharding
 from capjax.data import pipeline, sources
 from capjax.data.vocab import Vocabulary
 from capjax.strings import as_str
+
+if TYPE_CHECKING:
+  from capjax.metrics.meteor import Meteor
 
 
 @dataclasses.dataclass
@@ -73,7 +76,7 @@ def meteor_scorer(full: bool) -> contextlib.AbstractContextManager:
 
 
 def score(predictions: list[str], references: list[list[str]], objects: list | None,
-          full: bool, meteor=None) -> dict[str, float]:
+          full: bool, meteor: Meteor | None = None) -> dict[str, float]:
   """CIDEr-D always; with `full`, BLEU-1..4, ROUGE-L and METEOR (when Java runs) too; grounded metrics. `meteor`
   (from `meteor_scorer`) is a running METEOR to use; without one, one is started when needed."""
   from capjax.metrics import coco  # noqa: PLC0415

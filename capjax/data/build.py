@@ -31,13 +31,12 @@ _SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE for the builder config (r
                                  "config_from_settings, e.g. alt_text_captions)", flag_values=FLAGS)
 
 
-INCOMPLETE_PREFIX = "incomplete."  # TFDS builds into `<config>/incomplete.XXXXXX_<version>` and renames it when whole
-
-
 def leftovers(builder) -> list[str]:
-  """The folders that builds of `builder`'s dataset and config stopped by a signal left behind (TFDS's `finally`
-  never ran, so nothing removes them). A CC3M build's can hold hundreds of GB."""
-  return sorted(os.fspath(p) for p in builder.data_path.parent.glob(INCOMPLETE_PREFIX + "*"))
+  """The folders that builds of `builder`'s dataset and config stopped by a signal left behind: TFDS builds into
+  `<config>/incomplete.XXXXXX_<version>` and removes it in a `finally` that a signal skips. A CC3M build's can hold
+  hundreds of GB."""
+  from tensorflow_datasets.core import constants  # noqa: PLC0415 (TensorFlow: main loads it after its checks)
+  return sorted(os.fspath(p) for p in builder.data_path.parent.glob(constants.INCOMPLETE_PREFIX + "*"))
 
 
 def main(argv: Sequence[str]) -> None:
