@@ -78,7 +78,7 @@ _LOWER_BOUNDS: tuple[tuple[str, float, bool], ...] = (
     ("max_caption_tokens", 1, True), ("vocab.min_count", 1, True), ("model.d_model", 1, True),
     ("model.mlp_dim", 1, True), ("model.num_heads", 1, True), ("model.encoder_layers", 0, True),
     ("model.decoder_layers", 0, True), ("model.vocab_multiple", 1, True), ("optimizer.learning_rate", 0, False),
-    ("optimizer.warmup_steps", 0, True), ("decode.beam_size", 1, True),
+    ("optimizer.warmup_steps", 0, True), ("decode.beam_size", 1, True), ("max_steps_ahead", 1, True),
 )
 _FRACTIONS = ("model.dropout_rate", "label_smoothing")  # in [0, 1)
 

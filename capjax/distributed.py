@@ -1,5 +1,6 @@
 """Multi-host start-up and synchronisation: cluster detection, a guarded `jax.distributed.initialize`, and the one
-barrier (`sync`) that processes wait at before reading what process 0 wrote."""
+barrier (`sync`) that processes wait at before reading what process 0 wrote, and `from_process_zero`, process 0's
+answer for every process."""
 
 from __future__ import annotations
 
@@ -40,3 +41,13 @@ def sync(name: str) -> None:
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils  # noqa: PLC0415 (multi-host only)
     multihost_utils.sync_global_devices(name)
+
+
+def from_process_zero(value: int) -> int:
+  """Process 0's `value` on every process (itself in a single process): a decision only process 0 can make, such
+  as whether it took the workdir's lock, that all processes must follow."""
+  if jax.process_count() == 1:
+    return value
+  import numpy as np  # noqa: PLC0415
+  from jax.experimental import multihost_utils  # noqa: PLC0415 (multi-host only)
+  return int(multihost_utils.broadcast_one_to_all(np.int32(value)))

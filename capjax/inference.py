@@ -18,6 +18,7 @@ from absl import logging
 from capjax import evaluate as evaluate_lib
 from capjax import sharding
 from capjax import train
+from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
 from capjax.data import preprocess, sources
 from capjax.data.vocab import VOCAB_FILENAME, Vocabulary
@@ -26,15 +27,23 @@ from capjax.image import io as image_io
 from capjax.models import inception_resnet_v2 as irv2
 
 
-def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
-  """(setup, params, vocab, step) from a training workdir; `step` None means the best by validation CIDEr-D."""
-  inputs = sources.input_spec(config)  # a mismatched config fails before any work
+def check_trained(workdir: str) -> None:
+  """Raises unless `workdir` is a training run's folder (it has the run's vocabulary)."""
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise NotADirectoryError(f"--workdir={workdir} is a file, not a directory — give the workdir of a training run")
   if not os.path.exists(os.path.join(workdir, VOCAB_FILENAME)):
     raise FileNotFoundError(f"{workdir} has no {VOCAB_FILENAME}, so it holds no trained model — train first with "
                             f"--mode=train --workdir={workdir}, or give the workdir of a training run")
-  vocab = Vocabulary.load(workdir)
+
+
+def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
+  """(setup, params, vocab, step) from a training workdir; `step` None means the best by validation CIDEr-D."""
+  inputs = sources.input_spec(config)  # a mismatched config fails before any work
+  check_trained(workdir)
+  try:
+    vocab = Vocabulary.load(workdir)
+  except ValueError as error:
+    raise ConfigError(f"{error} — resume the training in this workdir (--mode=train), which builds it again") from None
   setup = train.make_setup(config, len(vocab), sharding.make_mesh(config), inputs, train.decode_start(config, vocab))
   mngr = train.checkpoint_manager(workdir, config)
   if step is None:
@@ -42,19 +51,30 @@ def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | No
   if step is None or step not in mngr.all_steps():
     raise FileNotFoundError(f"no checkpoint {'' if step is None else step} in {workdir}/checkpoints "
                             f"(have {list(mngr.all_steps())}) — train first, or pick one with --step")
-  state = train.restore_state(mngr, step, setup)
-  mngr.close()
+  try:
+    state = train.restore_state(mngr, step, setup)
+  except Exception as error:  # noqa: BLE001 (orbax, tensorstore and json each raise their own)
+    raise ConfigError(f"checkpoint {step} in {workdir}/checkpoints cannot be restored ({train.why(error)}) — pick "
+                      f"another with --step (have {list(mngr.all_steps())}), or resume the training, which sets "
+                      "damaged checkpoints aside") from None
+  finally:
+    mngr.close()
   return setup, state.params, vocab, step
 
 
 def run_eval(config: ml_collections.ConfigDict, workdir: str, split: str | None = None,
              step: int | None = None) -> dict[str, Any]:
-  setup, params, vocab, step = load_trained(config, workdir, step)
-  split = split or config.dataset.test_split
-  source = sources.data_source(config.dataset, split)
-  result = evaluate_lib.evaluate_split(setup, params, source, vocab, config)
-  outputs = evaluate_lib.write_outputs(result, workdir, split, step=step, config=config)
-  evaluate_lib.report(result, split, step, config)
+  """Scores `split` (default: the test split) with a checkpoint and writes its outputs in `workdir/eval`; a
+  training or another evaluation writing the workdir meanwhile is refused (`workdir.Lock`)."""
+  sources.input_spec(config)  # a mismatched config fails before any work
+  check_trained(workdir)
+  with workdir_lib.claim(workdir, "an evaluation"):
+    setup, params, vocab, step = load_trained(config, workdir, step)
+    split = split or config.dataset.test_split
+    source = sources.data_source(config.dataset, split)
+    result = evaluate_lib.evaluate_split(setup, params, source, vocab, config)
+    outputs = evaluate_lib.write_outputs(result, workdir, split, step=step, config=config)
+    evaluate_lib.report(result, split, step, config)
   return {"metrics": result.metrics, "outputs": outputs}
 
 

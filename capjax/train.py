@@ -7,11 +7,18 @@ step all processes agree on in several (`capjax.preemption.AgreedStop`: JAX's pr
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
+import errno
+import glob
 import json
+import logging as pylogging
 import math
 import os
+import shutil
 import time
+from collections.abc import Callable
 from typing import Any
 
 import flax
@@ -28,6 +35,7 @@ from clu import metric_writers
 
 from capjax import config_util
 from capjax import decode as decode_lib
+from capjax import distributed
 from capjax import evaluate as evaluate_lib
 from capjax import models
 from capjax import preemption
@@ -236,6 +244,143 @@ def restore_state(mngr: ocp.CheckpointManager, step: int, setup: Setup,
   return mngr.restore(step, args=ocp.args.Composite(**args))["state"]
 
 
+DAMAGED_DIRNAME = "checkpoints.damaged"  # beside checkpoints/: where checkpoints that cannot be restored are moved
+
+
+def why(error: BaseException) -> str:
+  """An exception as one short line (orbax and tensorstore nest long messages)."""
+  text = " ".join(f"{type(error).__name__}: {error}".split())
+  return text if len(text) <= 300 else text[:297] + "..."
+
+
+def set_aside(workdir: str, step: int) -> str:
+  """Moves checkpoint `step` to `checkpoints.damaged/` (never deletes it: the user may inspect or mend it)."""
+  source = os.path.join(os.path.abspath(workdir), "checkpoints", str(step))
+  target = os.path.join(os.path.abspath(workdir), DAMAGED_DIRNAME, str(step))
+  os.makedirs(os.path.dirname(target), exist_ok=True)
+  suffix = 1
+  while os.path.exists(target):  # a step set aside before, in another attempt
+    suffix += 1
+    target = os.path.join(os.path.abspath(workdir), DAMAGED_DIRNAME, f"{step}.{suffix}")
+  os.rename(source, target)
+  return target
+
+
+def restore_latest_intact(mngr: ocp.CheckpointManager, setup: Setup, data_iter: grain.DatasetIterator,
+                          workdir: str) -> tuple[TrainState | None, int | None]:
+  """(state, step) of the newest checkpoint that restores, with the data iterator at that step; (None, None) in a
+  workdir without checkpoints.
+
+  A checkpoint that does not restore (array data cut short, a garbled manifest or iterator state, arrays of other
+  shapes) is reported in one line; when an older one restores, the newer damaged ones are moved to
+  `checkpoints.damaged/` and the run resumes from it. Nothing is moved when none restores (then the fault may be
+  this run's, not the files'): a ConfigError lists each checkpoint's reason.
+  """
+  failures: list[tuple[int, str]] = []
+  for step in sorted(mngr.all_steps(), reverse=True):
+    try:
+      state = restore_state(mngr, step, setup, data_iter)
+    except Exception as error:  # noqa: BLE001 (orbax, tensorstore, grain and json each raise their own)
+      failures.append((step, why(error)))
+      logging.warning("checkpoint %d in %s cannot be restored: %s", step, workdir, failures[-1][1])
+      continue
+    if failures:
+      if jax.process_index() == 0:
+        for damaged, _ in failures:
+          logging.warning("checkpoint %d set aside as %s", damaged, set_aside(workdir, damaged))
+      distributed.sync("checkpoints_set_aside")
+      mngr.reload()
+    return state, step
+  if failures:
+    reasons = "; ".join(f"step {step}: {reason}" for step, reason in failures)
+    raise ConfigError(f"no checkpoint in {os.path.join(workdir, 'checkpoints')} can be restored ({reasons}) — if "
+                      "the config changed the model, resume with the run's own (config.json); otherwise move "
+                      "checkpoints/ aside to start over")
+  return None, None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Disk space
+# ----------------------------------------------------------------------------------------------------------
+def checkpoint_bytes(state: TrainState) -> int:
+  """About what a checkpoint of `state` takes on disk: its arrays, plus orbax's metadata (about 2 KiB a leaf)."""
+  leaves = jax.tree.leaves(state)
+  return sum(x.size * x.dtype.itemsize for x in leaves) + 2048 * len(leaves) + (64 << 10)
+
+
+def _mib(n: int) -> str:
+  return f"{n / (1 << 20):,.1f} MiB"
+
+
+def _no_space(error: BaseException | None) -> bool:
+  """Whether `error`, or an error it was raised from, is a full disk (orbax and tensorstore wrap ENOSPC in a
+  ValueError that keeps only its text)."""
+  while error is not None:
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC or "No space left on device" in str(error):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
+
+
+class _NoSpaceNoise(pylogging.Filter):
+  """Drops the tracebacks of a full disk that orbax's writer threads and their asyncio tasks log (hundreds of
+  lines, some at exit): `disk_full_is_one_error` reports it in one line."""
+
+  def filter(self, record: pylogging.LogRecord) -> bool:
+    return not ("No space left on device" in record.getMessage()
+                and any(f"{os.sep}{name}{os.sep}" in record.pathname for name in ("orbax", "asyncio")))
+
+
+def committed_step(workdir: str) -> int | None:
+  """The newest checkpoint on disk (orbax's own list also holds a save still being written)."""
+  folder = os.path.join(os.path.abspath(workdir), "checkpoints")
+  steps = [int(name) for name in os.listdir(folder) if name.isdigit()] if os.path.isdir(folder) else []
+  return max(steps, default=None)
+
+
+@contextlib.contextmanager
+def disk_full_is_one_error(workdir: str, need: Callable[[], int]):
+  """Inside, a full disk anywhere in the workdir (a checkpoint, the history, TensorBoard's events) ends the run with
+  a `DiskFullError` naming the folder, what a checkpoint needs (`need()`) and the step it resumes from; the
+  checkpoint being written when it happened (orbax's `*.orbax-checkpoint-tmp*`) is removed."""
+  noise = _NoSpaceNoise()
+  handler = logging.get_absl_handler()
+  handler.addFilter(noise)
+  try:
+    yield
+  except Exception as error:
+    if not _no_space(error):
+      raise
+    folder = os.path.join(os.path.abspath(workdir), "checkpoints")
+    for partial in glob.glob(os.path.join(folder, "*.orbax-checkpoint-tmp*")):
+      shutil.rmtree(partial, ignore_errors=True)
+    raise DiskFullError(workdir, need(), committed_step(workdir)) from None  # the filter stays: tasks log at exit
+  handler.removeFilter(noise)
+
+
+class DiskFullError(ConfigError):
+  """The workdir's disk cannot take the run's next checkpoint (checked before each save, and any ENOSPC)."""
+
+  def __init__(self, workdir: str, need: int, resume_step: int | None):
+    free = shutil.disk_usage(workdir).free
+    resume = (f"rerun the same command to resume from step {resume_step}" if resume_step is not None
+              else "rerun the same command")
+    super().__init__(f"no space left on the disk of {workdir} ({_mib(free)} free; a checkpoint of this run needs "
+                     f"about {_mib(need)}) — free space there or pass a --workdir on a larger disk, then {resume}")
+
+
+def ensure_space(workdir: str, need: int, saved: int | None) -> int:
+  """Raises DiskFullError before a save that cannot fit (the previous ones are kept until it is committed), and
+  returns what a checkpoint needs: `need`, or what the latest one (`saved`) took if that is more (orbax's files of a
+  state replicated over several devices can take several times its arrays)."""
+  if saved is not None:
+    folder = os.path.join(os.path.abspath(workdir), "checkpoints", str(saved))
+    need = max(need, sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(folder) for f in files))
+  if shutil.disk_usage(workdir).free < need:
+    raise DiskFullError(workdir, need, saved)
+  return need
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Vocabulary
 # ----------------------------------------------------------------------------------------------------------
@@ -262,10 +407,18 @@ def decode_start(config: ml_collections.ConfigDict, vocab: Vocabulary) -> int:
 def load_or_build_vocab(config: ml_collections.ConfigDict, workdir: str, train_source) -> Vocabulary:
   """The vocabulary saved in the workdir, so evaluation and resumed runs reuse exactly the same ids."""
   path = os.path.join(workdir, "vocab.txt")
+  damaged = None
   if os.path.exists(path):
-    return Vocabulary.load(workdir)
+    try:
+      return Vocabulary.load(workdir)
+    except ValueError as error:  # emptied or cut short: built again, the same words from the same captions
+      damaged = error
   vocab = build_vocabulary(pipeline.split_captions(train_source), config.vocab.min_count, start_tokens(config))
   if jax.process_index() == 0:
+    if damaged:
+      os.replace(path, path + ".damaged")
+      logging.warning("%s; built it again from the training captions (the damaged file is %s.damaged)", damaged,
+                      path)
     vocab.save(workdir)
   logging.info("Vocabulary: %d words (min count %d), saved to %s", len(vocab), config.vocab.min_count, path)
   return vocab
@@ -300,7 +453,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
   if config.dataset.get("style"):  # the stylized metrics' classifier and LM: a wrong path fails before any work
     evaluate_lib.StyleJudges(config)
-  workdir_lib.prepare(workdir, config, write=jax.process_index() == 0)  # writable, and no other config's run
+  # Writable, and no other process writing it; the checkpoint manager and the metric writer are closed however
+  # the run ends (a file left open would keep a full disk busy).
+  with workdir_lib.claim(workdir, "a training"), contextlib.ExitStack() as closing:
+    return _train_and_evaluate(config, workdir, inputs, closing)
+
+
+def _close_checkpoints(mngr: ocp.CheckpointManager) -> None:
+  """Closes `mngr`; a full disk that it reports again (its failed save) was reported already."""
+  try:
+    mngr.close()
+  except Exception as error:
+    if not _no_space(error):
+      raise
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs: sources.InputSpec,
+                        closing: contextlib.ExitStack) -> dict[str, Any]:
+  workdir_lib.prepare(workdir, config, write=jax.process_index() == 0)  # no other config's run
   if config.debug_nans:
     jax.config.update("jax_debug_nans", True)
 
@@ -314,11 +484,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       raise ConfigError(f"{name}={size} is not divisible by the mesh's data x fsdp axes ({shards}) — "
                        f"set --config.{name} to a multiple of it, or --config.mesh.data to a divisor")
 
-  # --- Checkpoints: the step to resume from, registered at once with JAX's preemption sync point (AgreedStop:
-  # a notice before that is lost) ---
   mngr = checkpoint_manager(workdir, config)
-  latest = mngr.latest_step()
-  stop = preemption.AgreedStop(latest or 0)
+  closing.callback(_close_checkpoints, mngr)
 
   # --- Input Pipeline ---
   train_source = sources.train_source(config.dataset)  # with an augmented dataset when one is named
@@ -329,10 +496,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   # --- Create Model & Optimizer, Shard & Transfer ---
   setup = make_setup(config, len(vocab), mesh, inputs, decode_start(config, vocab))
   writer = metric_writers.create_default_writer(workdir, just_logging=jax.process_index() > 0)
+  closing.callback(writer.close)
 
-  # --- Load Checkpoint ---
+  # --- Load Checkpoint: the newest that restores, its step registered at once with JAX's preemption sync point
+  # (AgreedStop: a notice before that is lost) ---
+  state, latest = restore_latest_intact(mngr, setup, train_iter, workdir)
+  stop = preemption.AgreedStop(latest or 0)
   if latest is not None:
-    state = restore_state(mngr, latest, setup, train_iter)
     logging.info("Resumed from step %d", latest)
   else:
     state = setup.init(jax.random.key(config.seed))
@@ -348,11 +518,20 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   total = config.num_train_steps
   t_last, step_last = time.time(), step
   interrupted = False
-  with stop:
+  in_flight: collections.deque[jax.Array] = collections.deque()
+  need = checkpoint_bytes(state)
+  with stop, disk_full_is_one_error(workdir, lambda: need):
     while step < total:
       batch = sharding.host_to_global(next(train_iter), mesh)
       state, metrics = setup.train_step(state, batch)
       step += 1
+      # JAX dispatches asynchronously: unchecked, the loop queues step after step ahead of the device, and a stop
+      # (SIGTERM, with 30 s of grace on a preempted TPU) must wait for the whole queue before the checkpoint can be
+      # written. Waiting for step N - max_steps_ahead's loss keeps the queue short while the host still reads the
+      # next batch during the current step (as big_vision's and MaxText's loops do).
+      in_flight.append(metrics["loss"])
+      if len(in_flight) > config.max_steps_ahead:
+        in_flight.popleft().block_until_ready()
       log_step = step % config.log_every == 0 or step == total
       if log_step:
         m = jax.device_get(metrics)
@@ -378,6 +557,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       # the resumed run keeps and picks checkpoints as an uninterrupted one would.
       interrupted = stop.after(step, log_step)
       if scores is not None or interrupted or step % config.checkpoint_every == 0:
+        if jax.process_count() == 1:  # processes of a job could disagree on it: there, ENOSPC itself stops them
+          mngr.wait_until_finished()  # as `save` does first: the space the previous save takes is then known
+          need = ensure_space(workdir, need, committed_step(workdir))
         mngr.save(step, args=_save_args(state, train_iter), metrics=scores or {})
       if interrupted:
         break
@@ -390,8 +572,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   if interrupted:
     logging.warning("Stopped by %s at step %d: checkpoint saved; rerun the same command to resume",
                     stop.name, step)
-    writer.close()
-    mngr.close()
     return {"metrics": {}, "outputs": {}, "interrupted_at": step}
 
   # --- Final evaluation of the best checkpoint ---
@@ -406,8 +586,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split, step=final_step,
                                        config=config, history_path=history_path)
   evaluate_lib.report(result, config.dataset.test_split, final_step, config)
-  writer.close()
-  mngr.close()
   return {"metrics": result.metrics, "outputs": outputs}
 
 

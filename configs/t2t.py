@@ -133,6 +133,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   })
   c.decode = ml_collections.ConfigDict({"method": "beam", "beam_size": 4, "alpha": 0.6})  # the paper's beam 4
   c.debug_nans = False
+  # Steps the host may dispatch ahead of the device: the loop waits for step N - max_steps_ahead before running on,
+  # so a stop (SIGTERM) saves its checkpoint within about that many step times.
+  c.max_steps_ahead = 1
 
   if len({"shapes", "cc12m", "stylized"} & variants) > 1:
     raise ValueError("choose one of the shapes, cc12m and stylized variants")

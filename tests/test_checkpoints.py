@@ -1,5 +1,6 @@
 """Which checkpoints a training run keeps (the README: "the latest two and the best by validation CIDEr-D") when it
-is stopped by SIGTERM and resumed, and which one the final test evaluation reads.
+is stopped by SIGTERM and resumed, which one the final test evaluation reads, and how a resume falls back past a
+damaged checkpoint, vocabulary or config.json.
 
 The real loop, checkpoint manager and best-step choice run on the tiny synthetic scenes; only the evaluations are
 replaced (a wrapped `evaluate_split`), to choose the validation scores so that the best is neither the first nor
@@ -7,9 +8,14 @@ the latest checkpoint, and to record which parameters the test split is evaluate
 """
 
 import json
+import logging
 import os
+import re
+import shutil
 import signal
+import subprocess
 
+import flax.linen as nn
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
@@ -17,7 +23,8 @@ import pytest
 
 from capjax import config_util, train
 from capjax import evaluate as evaluate_lib
-from capjax.data import sources
+from capjax.config_util import ConfigError
+from capjax.data import pipeline, sources
 
 # Validation CIDEr-D of the evaluations at steps 2, 4, ..., 10 (eval_every=2): the best, step 4, is not the latest.
 SCORES = {2: 0.1, 4: 0.9, 6: 0.3, 8: 0.2, 10: 0.4}
@@ -99,3 +106,179 @@ def test_a_run_stopped_by_sigterm_and_resumed_keeps_the_latest_two_and_the_best_
   for got, want in zip(jax.tree.leaves(tested[0]), jax.tree.leaves(best), strict=True):
     np.testing.assert_array_equal(got, want)
   assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(best), jax.tree.leaves(latest)))
+
+
+# --- A damaged workdir falls back -------------------------------------------------------------------------------
+# A run trained to step 4 (checkpoints 2 and 4) is copied and damaged; the same config resumes. Where it resumes
+# from step 2 it trains to 4 again only when `trained_on` says so (the first case: the parameters then equal the
+# undamaged run's, so the fall-back is an exact resume); the other cases stop at step 2 (num_train_steps=2), with no
+# training step to compile.
+
+def _truncate_arrays(step_dir):
+  for path in (step_dir / "state").rglob("d/*"):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _zero_manifests(step_dir):
+  for path in (step_dir / "state").rglob("manifest.ocdbt"):
+    path.write_bytes(bytes(path.stat().st_size))
+
+
+def _garble_iterator(step_dir):
+  (next((step_dir / "data").glob("process_*.json"))).write_text('{"next_index": ')
+
+
+def _other_shapes(step_dir, data_dir):
+  """Step 4 replaced by a checkpoint of a wider model (a folder copied from another run)."""
+  config = _config(data_dir)
+  config.model.d_model = 64
+  vocab = train.Vocabulary.load(str(step_dir.parent.parent))
+  inputs = sources.input_spec(config)
+  _, _, init_fn = train.state_init_fn(config, len(vocab), inputs)
+  state = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), nn.unbox(jax.eval_shape(init_fn, jax.random.key(0))))
+  source = sources.train_source(config.dataset)
+  other = step_dir.parent.parent.parent / "other"
+  with ocp.CheckpointManager(other / "checkpoints", item_names=("state", "data")) as mngr:
+    mngr.save(4, args=train._save_args(state, pipeline.train_iterator(config, source, vocab, inputs.key)))
+  shutil.rmtree(step_dir)
+  shutil.copytree(other / "checkpoints" / "4", step_dir)
+
+
+@pytest.fixture(scope="module")
+def four_steps(data_dir, tmp_path_factory):
+  """A workdir trained to step 4 without interruption (checkpoints 2 and 4), and its parameters at step 4."""
+  workdir = tmp_path_factory.mktemp("four_steps")
+  config = _config(data_dir)
+  config.update(num_train_steps=4, eval_every=1000, checkpoint_every=2)
+  with pytest.MonkeyPatch.context() as monkeypatch:
+    _scored_evaluations(monkeypatch)
+    train.train_and_evaluate(config, str(workdir))
+  return workdir, _params(workdir, 4)
+
+
+DAMAGES = {"array-data-cut-short": _truncate_arrays, "manifest-zeroed": _zero_manifests,
+           "iterator-state-garbled": _garble_iterator, "other-shapes": _other_shapes}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_checkpoint_that_cannot_be_restored_is_set_aside_and_the_run_resumes_from_the_one_before(
+    damage, four_steps, data_dir, tmp_path, monkeypatch, caplog):
+  straight, params_at_4 = four_steps
+  workdir = tmp_path / "w"
+  shutil.copytree(straight, workdir)
+  damage_fn = DAMAGES[damage]
+  damage_fn(workdir / "checkpoints" / "4", *([data_dir] if damage == "other-shapes" else []))
+  damaged_files = {p.relative_to(workdir / "checkpoints"): p.read_bytes()
+                   for p in (workdir / "checkpoints" / "4").rglob("*") if p.is_file()}
+  trained_on = damage == "array-data-cut-short"
+  config = _config(data_dir)
+  config.update(num_train_steps=4 if trained_on else 2, eval_every=1000, checkpoint_every=2)
+  _scored_evaluations(monkeypatch)
+  with caplog.at_level(logging.INFO):
+    result = train.train_and_evaluate(config, str(workdir))
+  assert "interrupted_at" not in result
+  assert re.search(r"checkpoint 4 in \S+ cannot be restored: \w+", caplog.text), caplog.text
+  assert f"checkpoint 4 set aside as {workdir}/checkpoints.damaged/4" in caplog.text
+  assert "Resumed from step 2" in caplog.text
+  # Set aside as it was, byte for byte, never deleted.
+  assert {p.relative_to(workdir / "checkpoints.damaged"): p.read_bytes()
+          for p in (workdir / "checkpoints.damaged" / "4").rglob("*") if p.is_file()} == damaged_files
+  if trained_on:  # steps 3 and 4 again, from step 2's state and data position: the same parameters
+    for got, want in zip(jax.tree.leaves(_params(workdir, 4)), jax.tree.leaves(params_at_4), strict=True):
+      np.testing.assert_array_equal(got, want)
+  else:
+    assert _kept_steps(workdir) == [2]
+
+
+def test_when_no_checkpoint_restores_nothing_is_moved_and_the_error_names_each(four_steps, data_dir, tmp_path,
+                                                                                monkeypatch):
+  workdir = tmp_path / "w"
+  shutil.copytree(four_steps[0], workdir)
+  _zero_manifests(workdir / "checkpoints" / "4")
+  _garble_iterator(workdir / "checkpoints" / "2")
+  config = _config(data_dir)
+  config.update(num_train_steps=4, eval_every=1000, checkpoint_every=2)
+  _scored_evaluations(monkeypatch)
+  with pytest.raises(ConfigError) as e:
+    train.train_and_evaluate(config, str(workdir))
+  assert re.fullmatch(rf"no checkpoint in {workdir}/checkpoints can be restored \(step 4: \w+: .+; step 2: \w+: .+\) "
+                      r"— if the config changed the model, resume with the run's own \(config.json\); otherwise "
+                      r"move checkpoints/ aside to start over", str(e.value)), str(e.value)
+  assert _kept_steps(workdir) == [2, 4] and not (workdir / "checkpoints.damaged").exists()
+  assert not (workdir / "run.lock").exists()
+
+
+def test_an_emptied_vocabulary_is_built_again_and_a_cut_config_is_replaced(four_steps, data_dir, tmp_path,
+                                                                           monkeypatch, caplog):
+  workdir = tmp_path / "w"
+  shutil.copytree(four_steps[0], workdir)
+  vocab = (workdir / "vocab.txt").read_text()
+  (workdir / "vocab.txt").write_text("")
+  config_json = (workdir / "config.json").read_text()
+  (workdir / "config.json").write_text(config_json[:100])
+  config = _config(data_dir)
+  config.update(num_train_steps=4, eval_every=1000, checkpoint_every=2)
+  _scored_evaluations(monkeypatch)
+  with caplog.at_level(logging.INFO):
+    train.train_and_evaluate(config, str(workdir))
+  assert (workdir / "vocab.txt").read_text() == vocab  # the same words, in the same order
+  assert (workdir / "vocab.txt.damaged").read_text() == ""
+  assert (workdir / "config.json.damaged").read_text() == config_json[:100]
+  assert json.loads((workdir / "config.json").read_text()) == json.loads(config.to_json_best_effort())
+  assert "Resumed from step 4" in caplog.text
+  assert f"{workdir}/vocab.txt is damaged" in caplog.text and f"{workdir}/config.json is damaged" in caplog.text
+
+
+# --- A full disk ------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path, four_steps):
+  """A folder on a private tmpfs (root) with room for about one and a half checkpoints of the tiny model (sized by
+  those of `four_steps`), unmounted afterwards; (folder, whether it is a tmpfs). Where mounting is not permitted the
+  folder is on the ordinary disk."""
+  folder = tmp_path / "disk"
+  folder.mkdir()
+  checkpoint = sum(p.stat().st_size for p in (four_steps[0] / "checkpoints" / "2").rglob("*") if p.is_file())
+  size_kib = int(1.5 * checkpoint) // 1024 + 64  # and 64 KiB for the vocabulary, config, history, events
+  mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(folder)],
+                           capture_output=True).returncode == 0
+  yield folder, mounted
+  if mounted:
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+def _assert_disk_full(error: train.DiskFullError, workdir, kept: list[int]) -> None:
+  resume = f"rerun the same command to resume from step {kept[-1]}" if kept else "rerun the same command"
+  assert re.fullmatch(rf"no space left on the disk of {workdir} \([\d.]+ MiB free; a checkpoint of this run needs "
+                      rf"about [\d.]+ MiB\) — free space there or pass a --workdir on a larger disk, then {resume}",
+                      str(error)), str(error)
+  assert not list((workdir / "checkpoints").glob("*orbax-checkpoint-tmp*"))  # nothing half-written is left
+  assert not (workdir / "run.lock").exists()
+
+
+def test_a_full_disk_ends_training_in_one_error_and_leaves_no_partial_checkpoint(small_disk, data_dir,
+                                                                                 monkeypatch, capfd):
+  disk, mounted = small_disk
+  workdir = disk / "w"
+  if not mounted:  # no tmpfs for this user: the disk looks full once checkpoint 2 is written
+    real = shutil.disk_usage
+    monkeypatch.setattr(train.shutil, "disk_usage", lambda path: real(path)._replace(
+        free=0 if train.committed_step(str(workdir)) == 2 else real(path).free))
+  config = _config(data_dir)
+  config.update(num_train_steps=8, eval_every=1000, checkpoint_every=2)
+  _scored_evaluations(monkeypatch)
+  if mounted:  # first the disk fills while orbax writes (no check before the save): ENOSPC itself
+    with monkeypatch.context() as unchecked:
+      unchecked.setattr(train, "ensure_space", lambda workdir, need, saved: need)
+      with pytest.raises(train.DiskFullError) as e:
+        train.train_and_evaluate(config, str(workdir))
+    kept = _kept_steps(workdir)
+    _assert_disk_full(e.value, workdir, kept)
+    assert "Traceback" not in capfd.readouterr().err  # orbax's writer threads' tracebacks are not shown
+  # With the check before each save (the resumed run stops before writing what cannot fit), or ENOSPC again where
+  # the estimate was too low: one error, the same checkpoints kept.
+  kept = _kept_steps(workdir) if mounted else [2]
+  with pytest.raises(train.DiskFullError) as e:
+    train.train_and_evaluate(config, str(workdir))
+  _assert_disk_full(e.value, workdir, kept)
+  assert _kept_steps(workdir) == kept

@@ -214,3 +214,25 @@ def test_sigterm_saves_the_current_step_and_the_same_command_resumes_as_the_same
   assert f"Resumed from step {stopped_at}" in resumed.stderr
   assert _history_steps(workdir) == list(range(5, STEPS + 1, 5))  # every logged step once, in order
   _assert_same_params(_final_params(workdir), _final_params(straight))
+
+
+def test_a_second_run_in_a_workdir_in_use_is_refused_naming_the_running_one(tmp_path):
+  workdir = tmp_path / "busy"
+  workdir.mkdir()
+  (workdir / "vocab.txt").write_text("")  # a run's first file: --mode=eval goes as far as the lock
+  # A process that holds the workdir as a training does, until its standard input closes.
+  holder = subprocess.Popen(
+      [sys.executable, "-c", f"import sys\nfrom capjax import workdir\nwith workdir.claim({str(workdir)!r}, "
+       "'a training'):\n  print('held', flush=True)\n  sys.stdin.read()"],
+      cwd=REPO, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    for mode in ("train", "eval"):
+      proc = _run(_command(workdir, tmp_path / "data") + [f"--mode={mode}"])
+      assert proc.returncode == 2, proc.stderr[-3000:]
+      assert proc.stderr.splitlines()[-1].startswith(
+          f"error: --workdir={workdir} is in use by a training (pid {holder.pid} on "), proc.stderr[-3000:]
+  finally:
+    holder.stdin.close()
+    holder.wait(timeout=60)
+  assert not (workdir / "run.lock").exists()

@@ -1,10 +1,14 @@
-"""Workdir checks at the start of training: an unwritable workdir, or one that holds a run of another config, is
-refused before any work with a one-line `what — what to do` error; the fields a resume may change pass."""
+"""Workdir checks at the start of training: an unwritable workdir, one that holds a run of another config, or one that
+another process writes, is refused before any work with a one-line `what — what to do` error; the fields a resume
+may change pass, and a stale lock (its owner gone) is taken over."""
 
 import json
 import logging
 import os
 import pathlib
+import socket
+import subprocess
+import time
 
 import pytest
 
@@ -112,3 +116,69 @@ def test_config_changes_lists_changed_added_and_removed_fields_outside_the_allow
   current = {"seed": 1, "model": {"d_model": 32, "new_field": [1, 2]}, "eval": {"num_examples": 8}, "log_every": 1}
   assert workdir.config_changes(saved, current) == [
       "model.new_field: (absent) → [1, 2]", "model.old_field: 1 → (absent)", "seed: 0 → 1"]
+
+
+# --- One writer per workdir ------------------------------------------------------------------------------------
+
+def _lock_record(pid: int, host: str, ticks=None) -> str:
+  return json.dumps({"pid": pid, "host": host, "start_ticks": ticks, "purpose": "a training",
+                     "since": "2026-01-01 00:00:00"})
+
+
+def _dead_pid() -> int:
+  proc = subprocess.Popen(["true"])
+  proc.wait()
+  return proc.pid
+
+
+def test_a_workdir_held_by_a_running_process_is_refused_before_any_work_naming_it(tmp_path):
+  run = tmp_path / "run"
+  with workdir.claim(str(run), "a training"):
+    record = json.loads((run / "run.lock").read_text())
+    assert (record["pid"], record["host"], record["purpose"]) == (os.getpid(), socket.gethostname(), "a training")
+    with pytest.raises(ConfigError) as e:
+      train.train_and_evaluate(_config(tmp_path), str(run))
+  assert str(e.value) == (
+      f"--workdir={run} is in use by a training (pid {os.getpid()} on {socket.gethostname()}, since "
+      f"{record['since']}) — wait for it to end or stop it, or pass another --workdir (if that process is gone, "
+      f"delete {run}/run.lock)")
+  assert not (tmp_path / "tfds").exists() and not (run / "config.json").exists()
+  assert not (run / "run.lock").exists()  # released by its owner
+  workdir.claim(str(run), "an evaluation").release()  # and free for the next
+
+
+@pytest.mark.parametrize("stale", ["dead-pid", "pid-reused", "cut-short", "other-host-silent"])
+def test_a_stale_lock_is_taken_over_with_a_warning(stale, tmp_path, caplog):
+  run = tmp_path / "run"
+  run.mkdir()
+  lock = run / "run.lock"
+  here = socket.gethostname()
+  lock.write_text({"dead-pid": _lock_record(_dead_pid(), here),
+                   "pid-reused": _lock_record(os.getpid(), here, ticks=1),  # this pid, but not this process's start
+                   "cut-short": '{"pid": 12',
+                   "other-host-silent": _lock_record(1, "another-host")}[stale])
+  old = time.time() - workdir.STALE_AFTER_S - 1
+  os.utime(lock, (old, old))
+  with caplog.at_level(logging.WARNING), workdir.claim(str(run), "a training"):
+    assert json.loads(lock.read_text())["pid"] == os.getpid()
+  assert "taking over a stale lock" in caplog.text
+  assert sorted(os.listdir(run)) == []  # no stale file left aside
+
+
+def test_a_lock_of_another_host_that_is_kept_fresh_is_respected(tmp_path):
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "run.lock").write_text(_lock_record(4242, "another-host"))
+  with pytest.raises(ConfigError, match=r"is in use by a training \(pid 4242 on another-host"):
+    workdir.claim(str(run), "a training")
+  assert json.loads((run / "run.lock").read_text())["host"] == "another-host"  # left as it was
+
+
+def test_the_owner_keeps_its_lock_fresh_while_it_runs(tmp_path, monkeypatch):
+  monkeypatch.setattr(workdir, "HEARTBEAT_S", 0.05)
+  run = tmp_path / "run"
+  with workdir.claim(str(run), "a training"):
+    old = time.time() - 1000
+    os.utime(run / "run.lock", (old, old))
+    time.sleep(0.3)
+    assert time.time() - os.stat(run / "run.lock").st_mtime < 1

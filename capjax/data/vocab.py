@@ -81,9 +81,14 @@ class Vocabulary:
 
   @classmethod
   def load(cls, directory: str) -> Vocabulary:
+    """The vocabulary saved in `directory`; ValueError naming the file when it is damaged (emptied, cut short
+    before its specials, not UTF-8)."""
     path = os.path.join(directory, VOCAB_FILENAME)
-    with open(path, encoding="utf-8") as f:
-      return cls(tuple(line.rstrip("\n") for line in f if line.rstrip("\n")))
+    try:
+      with open(path, encoding="utf-8") as f:
+        return cls(tuple(line.rstrip("\n") for line in f if line.rstrip("\n")))
+    except (UnicodeDecodeError, ValueError) as error:
+      raise ValueError(f"{path} is damaged ({' '.join(str(error).split())[:200]})") from error
 
 
 def build_vocabulary(captions: Iterable[str], min_count: int = 4, starts: Sequence[str] = ()) -> Vocabulary:
