@@ -17,6 +17,7 @@ from absl import logging
 
 from capjax import cli, distributed
 from capjax.config_util import ConfigError
+from capjax.data import integrity
 from capjax.features import variant_name
 from capjax.strings import as_str
 from capjax.tokens import FACTUAL, style_tag
@@ -57,7 +58,34 @@ KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
 
 
 class DatasetNotBuiltError(RuntimeError):
-  """The dataset (or its feature variant) is not in the data dir; the message gives the commands that make it."""
+  """The dataset (or its feature variant) is not in the data dir, or is there damaged (`capjax.data.integrity`);
+  the message gives the commands that make it."""
+
+
+def registered_folder(tfds, name: str, builder_config: str, data_dir: str) -> str | None:
+  """`<data_dir>/<name>/<config>/<version>`, where the registered builder `name` of this checkout builds (its
+  default config when `builder_config` is ''), or None when TFDS has no such builder or config (then
+  `tfds.builder` says what is wrong)."""
+  try:
+    cls = tfds.builder_cls(name)
+  except tfds.core.registered.DatasetNotFoundError:
+    return None
+  configs = [c.name for c in cls.BUILDER_CONFIGS]
+  chosen = builder_config or cls.DEFAULT_CONFIG_NAME or (configs[0] if configs else "")
+  if chosen and chosen not in configs:
+    return None
+  return os.path.join(data_dir, name, *([chosen] if chosen else []), str(cls.VERSION))
+
+
+def _check_whole(folders: list[str], rebuild: str) -> None:
+  """DatasetNotBuiltError for the first of `folders` (built datasets) that is damaged, before TFDS reads it
+  (a truncated dataset_info.json would be its traceback, a truncated shard a wrong result or a crash mid-run)."""
+  for folder in folders:
+    if os.path.isdir(folder):
+      try:
+        integrity.check(folder, rebuild)
+      except integrity.DamagedDatasetError as e:
+        raise DatasetNotBuiltError(str(e)) from e
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +135,12 @@ def _builder(config: ml_collections.ConfigDict):
   if os.path.exists(data_dir) and not os.path.isdir(data_dir):
     raise ConfigError(f"dataset.data_dir={data_dir} is a file, not a directory — set --config.dataset.data_dir to "
                       "the TFDS data dir the dataset is (or is to be) built in")
+  for field in ("name", "builder_config", "features"):
+    value = config.get(field, "")
+    if (field == "name" or value) and (wrong := integrity.name_problem(value)):
+      raise ConfigError(f"dataset.{field}={value!r} {wrong}, and it names a folder in the data dir — set "
+                        f"--config.dataset.{field} to a plain name (datasets capjax builds: "
+                        f"{', '.join(sorted(KNOWN_BUILDERS))})")
   if config.get("features"):
     return _variant_builder(config)
   name = config.name
@@ -121,6 +155,10 @@ def _builder(config: ml_collections.ConfigDict):
             f"dataset {name!r} is not built in {default_data_dir(config)} and its builder ({module}) is not "
             f"part of this checkout yet — to build it: {how}") from e
       raise
+  folder = registered_folder(tfds, name, config.get("builder_config", ""), data_dir)
+  if folder is not None:
+    manual = bool(getattr(tfds.builder_cls(name), "MANUAL_DOWNLOAD_INSTRUCTIONS", None))
+    _check_whole([folder], integrity.rebuild_command(_with_config(name, config), data_dir, manual))
   try:
     return tfds.builder(_with_config(name, config), data_dir=default_data_dir(config)), how
   except tfds.core.registered.DatasetNotFoundError as e:
@@ -147,6 +185,9 @@ def _variant_builder(config: ml_collections.ConfigDict):
          f"(3) run `python -m capjax.tools.extract_tfds_features "
          f"--dataset={source} --weights=WEIGHTS_DIR --variant={config.features} "
          f"--data_dir={default_data_dir(config)}`")
+  variant = variant_name(config.name, config.features)
+  _check_whole(integrity.version_folders(default_data_dir(config), variant, config.get("builder_config", "")),
+               f"remove {os.path.join(default_data_dir(config), variant)} and write it again: {how}")
   try:
     return tfds.builder(name, data_dir=default_data_dir(config)), how
   except tfds.core.registered.DatasetNotFoundError as e:
@@ -320,6 +361,8 @@ def augmented_source(config: ml_collections.ConfigDict):
         f"--stylized={config.name} --factual={config.name} --style={config.get('style') or 'STYLE'} "
         f"--output_dataset={config.augmented} --output_data_dir={data_dir} --generator=DIR --style_model=DIR`, or "
         "set --config.dataset.augmented_data_dir to where it is")
+  _check_whole([os.path.join(root, versions[-1])], f"remove {root} and write it again with `python -m "
+               f"capjax.erg.augment ... --output_dataset={config.augmented} --output_data_dir={data_dir}`")
   builder = tfds.builder_from_directory(os.path.join(root, versions[-1]))
   features = builder.info.features
   if "image" not in features or "caption" not in features:
