@@ -234,6 +234,12 @@ MAIN_CASES = [
     train("dataset-unknown", CONFIG, "--config.dataset.name=cc4m", "--config.dataset.data_dir={t}/folder",
           match="cc4m"),
     train("train-split-unknown", CONFIG, *TINY, "--config.dataset.train_split=dev", match="dev"),
+    train("train-split-beyond-the-data", CONFIG, *TINY, "--config.dataset.train_split=train[10000:]",
+          match="split 'train[10000:]' does not fit synthetic_scenes's train split of 512 examples"),
+    train("eval-split-beyond-the-data", CONFIG, *TINY, "--config.dataset.eval_split=validation[:10000]",
+          match="split 'validation[:10000]' does not fit"),
+    train("test-split-empty-slice", CONFIG, *TINY, "--config.dataset.test_split=test[5:5]",
+          match="split 'test[5:5]' does not fit"),
     train("dataset-shard-cut", CONFIG, "--config.dataset.builder_config=tiny", "--config.dataset.data_dir={dd:shard-cut}",
           match=f"{TRAIN_SHARD} holds 0 records, not the 512 of dataset_info.json: truncated or damaged — build it "
                 "again: `python -m capjax.data.build --dataset=synthetic_scenes/tiny"),

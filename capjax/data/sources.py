@@ -403,13 +403,26 @@ def train_source(config: ml_collections.ConfigDict):
 
 def data_source(config: ml_collections.ConfigDict, split: str):
   """The ArrayRecord random-access source of `split` (building embedded datasets on first use). `split` may be a
-  TFDS slice ("train[:10000]", "train[10000:]"): a held-out part of a dataset released as one split. With
+  TFDS slice ("train[:10000]", "train[10000:]"): a held-out part of a dataset released as one split; a slice that
+  selects no record or reaches past the split (a dataset smaller than the config expects) is a ConfigError. With
   `caption_field` set, the records' `captions` come from that field (CaptionFieldSource); with `style` set, they
   are the records' stylized captions of that style (StyleSource)."""
   builder = prepare(config)
-  if split.split("[", 1)[0] not in builder.info.splits:
+  base = split.split("[", 1)[0]
+  if base not in builder.info.splits:
     raise ConfigError(f"split {split!r} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
-  source = builder.as_data_source(split=split)
+  size = builder.info.splits[base].num_examples
+  try:
+    source = builder.as_data_source(split=split)
+  except ValueError as e:  # TFDS: "Requested slice [10000:512] incompatible with 512 examples", an empty slice
+    source, reason = None, str(e).strip().splitlines()[0]
+  else:
+    reason = "it selects none" if not len(source) else ""
+  if reason:  # e.g. the cc12m variant's held-out first 10,000 examples, of a smaller dataset
+    k = max(1, size // 10)
+    raise ConfigError(f"split {split!r} does not fit {builder.name}'s {base} split of {size:,} examples ({reason}) — "
+                      f"set --config.dataset.train_split, eval_split and test_split to slices within it, e.g. "
+                      f"{base}[{k}:] and {base}[:{k}]")
   field = config.get("caption_field", "")
   style = config.get("style", "")
   if style:
