@@ -143,6 +143,14 @@ def _cut(path: pathlib.Path) -> None:
   path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
 
 
+def _zero_inside(path: pathlib.Path) -> None:
+  """100 kB in the middle of `path` zeroed: its footer, and so its record count, intact (what a cheap check misses)."""
+  data = bytearray(path.read_bytes())
+  middle = len(data) // 2
+  data[middle:middle + 100_000] = bytes(100_000)
+  path.write_bytes(bytes(data))
+
+
 def _as_cc3m(root: pathlib.Path) -> None:
   """The dataset moved to where cc3m's build goes (a builder that needs manual files), its train shard cut."""
   (root / "cc3m/unlabeled").mkdir(parents=True)
@@ -152,6 +160,7 @@ def _as_cc3m(root: pathlib.Path) -> None:
 
 DAMAGED = {
     "shard-cut": lambda root: _cut(root / TINY_DIR / TRAIN_SHARD),
+    "shard-zeroed-inside": lambda root: _zero_inside(root / TINY_DIR / TRAIN_SHARD),
     "info-cut": lambda root: _cut(root / TINY_DIR / "dataset_info.json"),
     "features-garbled": lambda root: (root / TINY_DIR / "features.json").write_bytes(b"\x89\xff{garbled"),
     "cc3m-shard-cut": _as_cc3m,
@@ -373,6 +382,8 @@ STATS_CASES = [
     case(STATS, "dataset-shard-cut", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:shard-cut}", "--split=train",
          match=f"{TRAIN_SHARD} holds 0 records, not the 512 of dataset_info.json: truncated or damaged — build it "
                "again: `python -m capjax.data.build --dataset=synthetic_scenes/tiny"),
+    case(STATS, "dataset-shard-zeroed-inside", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:shard-zeroed-inside}",
+         "--split=train", match="so a build would reuse it) and build it again: `python -m capjax.data.build"),
     case(STATS, "dataset-info-cut", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:info-cut}",
          match="dataset_info.json is not JSON"),
     case(STATS, "dataset-features-garbled", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:features-garbled}",

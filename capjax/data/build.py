@@ -5,6 +5,11 @@
 NAME is one of the project's builders (synthetic_scenes, stylized_scenes, cc3m, alt_text_captions, cc12m_llavanext,
 flickrstyle10k, senticap). Builders that count what they left out print their report. (The `tfds build` CLI needs
 apache-beam even for builders that do not use it: tensorflow/datasets#5463.)
+
+A dataset already built is reused only when it is whole (capjax.data.integrity: its metadata parses, each shard
+holds the records dataset_info.json lists); a damaged one is built again, kept aside until the new one is whole, or,
+when its manual files are not there to build it from, left as it is with an error. Ctrl-C stops a build with one
+line and exit status 130, leaving nothing half-built.
 """
 
 from __future__ import annotations
@@ -136,7 +141,7 @@ def main(argv: Sequence[str]) -> None:
   # Checked (and made) once the arguments are known to be right, but before the build: a typo creates no folder.
   data_dir = cli.writable_dir(sources.default_data_dir({"data_dir": _DATA_DIR.value}), "--data_dir")
   chosen = kwargs["config"].name if "config" in kwargs else config_name
-  folder = sources.registered_folder(tfds, dataset, chosen, data_dir)
+  folder = integrity.registered_folder(dataset, chosen, data_dir)
   stack = contextlib.ExitStack()
   damaged = set_aside_if_damaged(folder, builder_name(dataset, chosen), data_dir,
                                  _MANUAL_DIR.value, sources.KNOWN_BUILDERS[dataset][1]) if folder else None

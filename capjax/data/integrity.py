@@ -1,6 +1,7 @@
 """Whether a built dataset's folder is whole, checked before it is reused or read: its metadata files parse, and every
 ArrayRecord shard that dataset_info.json lists is there and holds the records listed for it. Cheap: each shard's
-footer is read, no record (a shard cut short, emptied or replaced has lost its footer and counts 0 records).
+footer is read, no record (a shard cut short, emptied or replaced has lost its footer and counts 0 records). Also
+where a dataset's folders are, and the names a folder of a data dir may have (no path separator, no leading '.').
 
 In the foundations layer, below `capjax.data.sources`, so that `capjax.text.stats` shares it.
 """
@@ -113,6 +114,22 @@ def version_folders(data_dir: str, name: str, config: str = "", version: str = "
       if _is_version(entry) and (not version or entry == version) and os.path.isdir(path) and os.listdir(path):
         found.append(path)
   return found
+
+
+def registered_folder(name: str, builder_config: str, data_dir: str) -> str | None:
+  """`<data_dir>/<name>/<config>/<version>`, where the registered builder `name` of this checkout builds (its
+  default config when `builder_config` is ''), or None when TFDS has no such builder or config (then
+  `tfds.builder` says what is wrong)."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  try:
+    cls = tfds.builder_cls(name)
+  except tfds.core.registered.DatasetNotFoundError:
+    return None
+  configs = [c.name for c in cls.BUILDER_CONFIGS]
+  chosen = builder_config or cls.DEFAULT_CONFIG_NAME or (configs[0] if configs else "")
+  if chosen and chosen not in configs:
+    return None
+  return os.path.join(data_dir, name, *([chosen] if chosen else []), str(cls.VERSION))
 
 
 def _is_version(name: str) -> bool:

@@ -1,6 +1,7 @@
 """Where records come from: the TFDS builders capjax knows, building embedded datasets on first use, the
 ArrayRecord `data_source` of a split (pixels or a feature variant), and the error that says how to build what is
-missing. Also the one resolution of a config into what the model reads from each record (`input_spec`).
+missing, or how to build again what is damaged (`capjax.data.integrity`, checked before TFDS reads a dataset). Also
+the one resolution of a config into what the model reads from each record (`input_spec`).
 """
 
 from __future__ import annotations
@@ -60,21 +61,6 @@ KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
 class DatasetNotBuiltError(RuntimeError):
   """The dataset (or its feature variant) is not in the data dir, or is there damaged (`capjax.data.integrity`);
   the message gives the commands that make it."""
-
-
-def registered_folder(tfds, name: str, builder_config: str, data_dir: str) -> str | None:
-  """`<data_dir>/<name>/<config>/<version>`, where the registered builder `name` of this checkout builds (its
-  default config when `builder_config` is ''), or None when TFDS has no such builder or config (then
-  `tfds.builder` says what is wrong)."""
-  try:
-    cls = tfds.builder_cls(name)
-  except tfds.core.registered.DatasetNotFoundError:
-    return None
-  configs = [c.name for c in cls.BUILDER_CONFIGS]
-  chosen = builder_config or cls.DEFAULT_CONFIG_NAME or (configs[0] if configs else "")
-  if chosen and chosen not in configs:
-    return None
-  return os.path.join(data_dir, name, *([chosen] if chosen else []), str(cls.VERSION))
 
 
 def _check_whole(folders: list[str], rebuild: str) -> None:
@@ -155,7 +141,7 @@ def _builder(config: ml_collections.ConfigDict):
             f"dataset {name!r} is not built in {default_data_dir(config)} and its builder ({module}) is not "
             f"part of this checkout yet — to build it: {how}") from e
       raise
-  folder = registered_folder(tfds, name, config.get("builder_config", ""), data_dir)
+  folder = integrity.registered_folder(name, config.get("builder_config", ""), data_dir)
   if folder is not None:
     manual = bool(getattr(tfds.builder_cls(name), "MANUAL_DOWNLOAD_INSTRUCTIONS", None))
     _check_whole([folder], integrity.rebuild_command(_with_config(name, config), data_dir, manual))

@@ -9,7 +9,8 @@ Usage:
 
 FILE may come before or after the flags. Blank lines of FILE are skipped, not read as 0-token captions, and
 counted on stderr ("blank lines skipped: N"); a row without the --column, a line that is not UTF-8 or (.jsonl)
-not JSON is an error naming the line.
+not JSON is an error naming the line. --field names text fields; a damaged --dataset (a shard cut short, a
+metadata file that does not parse: capjax.data.integrity) is an error naming the file and how to build it again.
 """
 
 from __future__ import annotations
@@ -170,7 +171,8 @@ def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "")
       value = source[i][field]
     except RuntimeError as e:  # ArrayRecord: "Corrupted Riegeli/records file" (damage the cheap check cannot see)
       raise UsageError(f"record {i} of {name}:{split} in {builder.data_dir} cannot be read ("
-                       f"{str(e).strip().splitlines()[0]}) — {rebuild}") from e
+                       f"{str(e).strip().splitlines()[0]}) — remove {builder.data_dir} (its shards count their "
+                       f"records right, so a build would reuse it) and {rebuild}") from e
     if isinstance(value, (list, tuple, np.ndarray)):
       yield from (as_str(v) for v in value)
     else:
