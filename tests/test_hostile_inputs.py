@@ -158,12 +158,21 @@ def _as_cc3m(root: pathlib.Path) -> None:
   _cut(root / "cc3m/unlabeled/1.0.0" / TRAIN_SHARD)
 
 
+def _as_variant(root: pathlib.Path) -> None:
+  """The dataset moved to where its feature variant `irv2` goes, its features.json garbled (as a reader sees it:
+  a variant has no builder code, so TFDS takes its features from that file)."""
+  (root / "synthetic_scenes_irv2/tiny").mkdir(parents=True)
+  (root / TINY_DIR).rename(root / "synthetic_scenes_irv2/tiny/1.0.0")
+  (root / "synthetic_scenes_irv2/tiny/1.0.0/features.json").write_bytes(b"\x89\xff{garbled")
+
+
 DAMAGED = {
     "shard-cut": lambda root: _cut(root / TINY_DIR / TRAIN_SHARD),
     "shard-zeroed-inside": lambda root: _zero_inside(root / TINY_DIR / TRAIN_SHARD),
     "info-cut": lambda root: _cut(root / TINY_DIR / "dataset_info.json"),
     "features-garbled": lambda root: (root / TINY_DIR / "features.json").write_bytes(b"\x89\xff{garbled"),
     "cc3m-shard-cut": _as_cc3m,
+    "variant-features-garbled": _as_variant,
 }
 
 # --- capjax.main ---------------------------------------------------------------------------------------------------
@@ -256,6 +265,9 @@ MAIN_CASES = [
           match="dataset_info.json is not JSON"),
     train("dataset-features-garbled", CONFIG, "--config.dataset.builder_config=tiny",
           "--config.dataset.data_dir={dd:features-garbled}", match="features.json is not JSON"),
+    train("feature-variant-features-garbled", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:variant-features-garbled}", "--config.model.encoder.name=features",
+          "--config.dataset.features=irv2", match="features.json is not JSON: truncated or damaged — remove "),
     train("dataset-name-empty", CONFIG, *TINY, "--config.dataset.name=", match="dataset.name='' is empty"),
     train("dataset-name-escapes", CONFIG, *TINY, "--config.dataset.name=../tfds/synthetic_scenes",
           match="holds a path separator"),

@@ -141,7 +141,8 @@ def main(argv: Sequence[str]) -> None:
   # Checked (and made) once the arguments are known to be right, but before the build: a typo creates no folder.
   data_dir = cli.writable_dir(sources.default_data_dir({"data_dir": _DATA_DIR.value}), "--data_dir")
   chosen = kwargs["config"].name if "config" in kwargs else config_name
-  folder = integrity.registered_folder(dataset, chosen, data_dir)
+  folder = (os.path.join(data_dir, dataset, chosen, str(tfds.builder_cls(dataset).VERSION)) if "config" in kwargs
+            else integrity.registered_folder(dataset, chosen, data_dir))  # --set configs are not in BUILDER_CONFIGS
   stack = contextlib.ExitStack()
   damaged = set_aside_if_damaged(folder, builder_name(dataset, chosen), data_dir,
                                  _MANUAL_DIR.value, sources.KNOWN_BUILDERS[dataset][1]) if folder else None
