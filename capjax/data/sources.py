@@ -404,6 +404,9 @@ def data_source(config: ml_collections.ConfigDict, split: str):
     source, reason = None, str(e).strip().splitlines()[0]
   else:
     reason = "it selects none" if not len(source) else ""
+  if reason and not size:
+    raise ConfigError(f"split {split!r} of {builder.name} in {builder.data_dir} holds no example — choose another "
+                      f"split (it has {sorted(builder.info.splits)}), or build the dataset from more data")
   if reason:  # e.g. the cc12m variant's held-out first 10,000 examples, of a smaller dataset
     k = max(1, size // 10)
     raise ConfigError(f"split {split!r} does not fit {builder.name}'s {base} split of {size:,} examples ({reason}) — "
