@@ -166,6 +166,20 @@ def _as_variant(root: pathlib.Path) -> None:
   (root / "synthetic_scenes_irv2/tiny/1.0.0/features.json").write_bytes(b"\x89\xff{garbled")
 
 
+def _test_split_emptied(root: pathlib.Path) -> None:
+  """The test split holds no example: its shard a whole ArrayRecord file of 0 records, as dataset_info.json says
+  (a whole dataset with an empty split, not a damaged one)."""
+  from array_record.python import array_record_module
+  folder = root / TINY_DIR
+  writer = array_record_module.ArrayRecordWriter(str(folder / "synthetic_scenes-test.array_record-00000-of-00001"),
+                                                 "group_size:1")
+  writer.close()
+  info = json.loads((folder / "dataset_info.json").read_text())
+  [test] = [split for split in info["splits"] if split["name"] == "test"]
+  test["shardLengths"], test["numBytes"] = ["0"], "0"
+  (folder / "dataset_info.json").write_text(json.dumps(info))
+
+
 DAMAGED = {
     "shard-cut": lambda root: _cut(root / TINY_DIR / TRAIN_SHARD),
     "shard-zeroed-inside": lambda root: _zero_inside(root / TINY_DIR / TRAIN_SHARD),
@@ -173,6 +187,7 @@ DAMAGED = {
     "features-garbled": lambda root: (root / TINY_DIR / "features.json").write_bytes(b"\x89\xff{garbled"),
     "cc3m-shard-cut": _as_cc3m,
     "variant-features-garbled": _as_variant,
+    "test-split-emptied": _test_split_emptied,
 }
 
 # --- capjax.main ---------------------------------------------------------------------------------------------------
@@ -258,6 +273,9 @@ MAIN_CASES = [
           match="split 'validation[:10000]' does not fit"),
     train("test-split-empty-slice", CONFIG, *TINY, "--config.dataset.test_split=test[5:5]",
           match="split 'test[5:5]' does not fit"),
+    train("test-split-holds-no-example", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:test-split-emptied}", "--config.dataset.test_split=test",
+          match="holds no example — choose another split (it has ['test', 'train', 'validation'])"),
     train("dataset-shard-cut", CONFIG, "--config.dataset.builder_config=tiny", "--config.dataset.data_dir={dd:shard-cut}",
           match=f"{TRAIN_SHARD} holds 0 records, not the 512 of dataset_info.json: truncated or damaged — build it "
                 "again: `python -m capjax.data.build --dataset=synthetic_scenes/tiny"),
