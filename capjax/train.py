@@ -489,9 +489,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
 
   # --- Input Pipeline ---
   train_source = sources.train_source(config.dataset)  # with an augmented dataset when one is named
+  val_source = sources.data_source(config.dataset, config.dataset.eval_split)
+  sources.data_source(config.dataset, config.dataset.test_split)  # a slice that does not fit: told now, not at the end
   vocab = load_or_build_vocab(config, workdir, train_source)
   train_iter = pipeline.train_iterator(config, train_source, vocab, inputs.key)
-  val_source = sources.data_source(config.dataset, config.dataset.eval_split)
 
   # --- Create Model & Optimizer, Shard & Transfer ---
   setup = make_setup(config, len(vocab), mesh, inputs, decode_start(config, vocab))

@@ -210,3 +210,22 @@ def test_beam_direct_runner_two_workers_matches_plain_path(paper_build, tmp_path
   for key, record in want.items():
     for feature in ("image", "caption", "alt_text", "url", "concepts", "labels", "captions"):
       assert as_list(got[key][feature]) == as_list(record[feature]), (key, feature)
+
+
+def test_a_build_that_keeps_no_candidate_is_one_error_line_with_the_funnel(tmp_path, capsys):
+  """Every image below --set=min_side: capjax.data.build's one `error:` line holds the funnel (and the table is
+  printed, as after a build), not TFDS's "No examples were yielded"."""
+  from capjax.data import build as build_cmd
+  with pytest.raises(SystemExit) as exit_info:
+    build_cmd.main(["capjax.data.build", "--dataset=alt_text_captions", "--set=min_side=100000",
+                    f"--manual_dir={DUMMY}", f"--data_dir={tmp_path}"])
+  out, err = capsys.readouterr()
+  assert exit_info.value.code == 2 and "Traceback" not in err and "No examples were yielded" not in err
+  [line] = [line for line in err.splitlines() if "error" in line.lower()]
+  assert line == ("error: no example could be built: every candidate of the 2 shard(s) in the manual dir was "
+                  "dropped: image 22 → 0 (decompression_bomb 1, download_failed 1, missing_image 1, not_jpeg 1, "
+                  "too_small 17, undecodable 1); text 0 → 0; cross 0 → 0; hypernym 0 → 0; concepts 0 → 0 — check the "
+                  "manual dir's shards, or loosen the --set settings of the stage that dropped them all (see "
+                  "tfds_builders/alt_text_captions/README.md)")
+  assert [row.split()[:3] for row in out.splitlines() if row.startswith("image")] == [["image", "22", "0"]]
+  assert not list(tmp_path.glob("alt_text_captions/*/1.0.0"))

@@ -132,3 +132,19 @@ def test_caption_field_must_name_a_caption_field(data_dir):
     with pytest.raises(config_util.ConfigError) as error:
       sources.data_source(config.dataset, "train")
     assert str(error.value) == message
+
+
+def test_the_configs_held_out_10000_on_a_smaller_dataset_is_one_error_naming_the_split_sizes(data_dir):
+  """`train[10000:]` and `train[:10000]` (the paper's held-out examples) of a dataset of fewer examples: a
+  ConfigError (one `error:` line) that says what fits, not TFDS's ValueError traceback."""
+  from capjax.data import sources  # noqa: PLC0415
+  config = _config("caption_llava_short", data_dir)
+  defaults = config_util.load("configs/t2t.py:cc12m").dataset
+  size = tfds.builder("cc12m_llavanext/clean", data_dir=data_dir).info.splits["train"].num_examples
+  for split, requested in ((defaults.train_split, f"[10000:{size}]"), (defaults.eval_split, "[:10000]")):
+    with pytest.raises(config_util.ConfigError) as error:
+      sources.data_source(config.dataset, split)
+    assert str(error.value) == (
+        f"split {split!r} does not fit cc12m_llavanext's train split of {size} examples (Requested slice {requested} "
+        f"incompatible with {size} examples.) — set --config.dataset.train_split, eval_split and test_split to "
+        f"slices within it, e.g. train[{max(1, size // 10)}:] and train[:{max(1, size // 10)}]")

@@ -187,6 +187,22 @@ def test_unreadable_records_are_skipped_counted_and_reported_never_fatal(data_di
   assert [r["source_index"] for r in _rows(out_dir, "validation")] == [i for i in range(64) if i not in (5, 30)]
 
 
+def test_a_shard_of_which_no_record_reads_stops_the_extraction_and_leaves_no_variant(data_dir, weights, extracted,
+                                                                                   tmp_path):
+  """Every record of a shard unreadable: a damaged source, not a few bad pictures."""
+  del extracted
+  builder = sources.prepare(_dataset_config(data_dir))
+  broken = _Unreadable(builder.as_data_source(split="validation"), set(range(PER_SHARD)))
+  with pytest.raises(etf.SourceError, match=r"none of the 24 records 0-23 of synthetic_scenes:validation could be "
+                     r"read \(the first: OSError: image file is truncated \(record 0\)\), so no feature variant was "
+                     r"written — the source dataset is damaged: build it again: `python -m capjax.data.build "
+                     rf"--dataset=synthetic_scenes/tiny --data_dir={data_dir}`"):
+    etf.extract_dataset(builder, weights, tmp_path / "out", splits=["validation"], image_size=IMAGE_SIZE,
+                        dtype="float32", batch_size=8, examples_per_shard=PER_SHARD,
+                        sources={"validation": broken}, progress=False)
+  assert not (tmp_path / "out").exists()
+
+
 def test_grey_and_rgba_pictures_become_rgb_and_other_shapes_are_skipped_with_the_reason():
   rng = np.random.default_rng(0)
   grey = rng.integers(0, 256, (5, 7), dtype=np.uint8)

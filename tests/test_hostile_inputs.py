@@ -10,7 +10,8 @@ capjax.main's config flag reads `sys.argv`, which is set to the same argv. A few
 exit status and that `--verbose` adds the traceback.
 
 Placeholders in the arguments: {t} the case's own folder (the files of `BASE_FILES` plus the case's), {a} shared
-assets (weight files and folders), {d} a built synthetic_scenes/tiny data dir, {r} the repository, {ro} a folder
+assets (weight files and folders), {d} a built synthetic_scenes/tiny data dir, {dd:NAME} a copy of it in the case's
+folder damaged as `DAMAGED[NAME]` says, {r} the repository, {ro} a folder
 that cannot be created, even by root (under /proc). Permission cases (chmod) run only where modes bind: root
 reads and writes through any mode (as root, run them under `setpriv --bounding-set=-dac_override,-dac_read_search`).
 """
@@ -24,6 +25,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -130,6 +132,64 @@ def not_flags(command: str, *required: str) -> list:
           case(command, "stray-argument", *required, "stray.txt", match="stray.txt")]
 
 
+# --- damaged copies of the built dataset ({dd:NAME}) ----------------------------------------------------------------
+
+TINY_DIR = "synthetic_scenes/tiny/1.0.0"
+TRAIN_SHARD = "synthetic_scenes-train.array_record-00000-of-00001"
+
+
+def _cut(path: pathlib.Path) -> None:
+  """`path` cut to half its length, as a full disk or a killed copy leaves it."""
+  path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+def _zero_inside(path: pathlib.Path) -> None:
+  """100 kB in the middle of `path` zeroed: its footer, and so its record count, intact (what a cheap check misses)."""
+  data = bytearray(path.read_bytes())
+  middle = len(data) // 2
+  data[middle:middle + 100_000] = bytes(100_000)
+  path.write_bytes(bytes(data))
+
+
+def _as_cc3m(root: pathlib.Path) -> None:
+  """The dataset moved to where cc3m's build goes (a builder that needs manual files), its train shard cut."""
+  (root / "cc3m/unlabeled").mkdir(parents=True)
+  (root / TINY_DIR).rename(root / "cc3m/unlabeled/1.0.0")
+  _cut(root / "cc3m/unlabeled/1.0.0" / TRAIN_SHARD)
+
+
+def _as_variant(root: pathlib.Path) -> None:
+  """The dataset moved to where its feature variant `irv2` goes, its features.json garbled (as a reader sees it:
+  a variant has no builder code, so TFDS takes its features from that file)."""
+  (root / "synthetic_scenes_irv2/tiny").mkdir(parents=True)
+  (root / TINY_DIR).rename(root / "synthetic_scenes_irv2/tiny/1.0.0")
+  (root / "synthetic_scenes_irv2/tiny/1.0.0/features.json").write_bytes(b"\x89\xff{garbled")
+
+
+def _test_split_emptied(root: pathlib.Path) -> None:
+  """The test split holds no example: its shard a whole ArrayRecord file of 0 records, as dataset_info.json says
+  (a whole dataset with an empty split, not a damaged one)."""
+  from array_record.python import array_record_module
+  folder = root / TINY_DIR
+  writer = array_record_module.ArrayRecordWriter(str(folder / "synthetic_scenes-test.array_record-00000-of-00001"),
+                                                 "group_size:1")
+  writer.close()
+  info = json.loads((folder / "dataset_info.json").read_text())
+  [test] = [split for split in info["splits"] if split["name"] == "test"]
+  test["shardLengths"], test["numBytes"] = ["0"], "0"
+  (folder / "dataset_info.json").write_text(json.dumps(info))
+
+
+DAMAGED = {
+    "shard-cut": lambda root: _cut(root / TINY_DIR / TRAIN_SHARD),
+    "shard-zeroed-inside": lambda root: _zero_inside(root / TINY_DIR / TRAIN_SHARD),
+    "info-cut": lambda root: _cut(root / TINY_DIR / "dataset_info.json"),
+    "features-garbled": lambda root: (root / TINY_DIR / "features.json").write_bytes(b"\x89\xff{garbled"),
+    "cc3m-shard-cut": _as_cc3m,
+    "variant-features-garbled": _as_variant,
+    "test-split-emptied": _test_split_emptied,
+}
+
 # --- capjax.main ---------------------------------------------------------------------------------------------------
 
 CONFIG = "--config={r}/configs/t2t.py:shapes,debug"
@@ -207,6 +267,30 @@ MAIN_CASES = [
     train("dataset-unknown", CONFIG, "--config.dataset.name=cc4m", "--config.dataset.data_dir={t}/folder",
           match="cc4m"),
     train("train-split-unknown", CONFIG, *TINY, "--config.dataset.train_split=dev", match="dev"),
+    train("train-split-beyond-the-data", CONFIG, *TINY, "--config.dataset.train_split=train[10000:]",
+          match="split 'train[10000:]' does not fit synthetic_scenes's train split of 512 examples"),
+    train("eval-split-beyond-the-data", CONFIG, *TINY, "--config.dataset.eval_split=validation[:10000]",
+          match="split 'validation[:10000]' does not fit"),
+    train("test-split-empty-slice", CONFIG, *TINY, "--config.dataset.test_split=test[5:5]",
+          match="split 'test[5:5]' does not fit"),
+    train("test-split-holds-no-example", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:test-split-emptied}", "--config.dataset.test_split=test",
+          match="holds no example — choose another split (it has ['test', 'train', 'validation'])"),
+    train("dataset-shard-cut", CONFIG, "--config.dataset.builder_config=tiny", "--config.dataset.data_dir={dd:shard-cut}",
+          match=f"{TRAIN_SHARD} holds 0 records, not the 512 of dataset_info.json: truncated or damaged — build it "
+                "again: `python -m capjax.data.build --dataset=synthetic_scenes/tiny"),
+    train("dataset-info-cut", CONFIG, "--config.dataset.builder_config=tiny", "--config.dataset.data_dir={dd:info-cut}",
+          match="dataset_info.json is not JSON"),
+    train("dataset-features-garbled", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:features-garbled}", match="features.json is not JSON"),
+    train("feature-variant-features-garbled", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:variant-features-garbled}", "--config.model.encoder.name=features",
+          "--config.dataset.features=irv2", match="features.json is not JSON: truncated or damaged — remove "),
+    train("dataset-name-empty", CONFIG, *TINY, "--config.dataset.name=", match="dataset.name='' is empty"),
+    train("dataset-name-escapes", CONFIG, *TINY, "--config.dataset.name=../tfds/synthetic_scenes",
+          match="holds a path separator"),
+    train("builder-config-escapes", CONFIG, "--config.dataset.builder_config=../../x", "--config.dataset.data_dir={d}",
+          match="dataset.builder_config='../../x' holds a path separator"),
     train("builder-config-unknown", CONFIG, "--config.dataset.builder_config=huge", "--config.dataset.data_dir={d}",
           match="huge"),
     case(MAIN, "encoder-and-features-mismatch", CONFIG, *TINY, "--config.model.encoder.name=features",
@@ -244,6 +328,9 @@ BUILD_CASES = [
          "--data_dir={t}/new", match="colour", absent=("new",)),
     case(BUILD, "set-without-equals", "--dataset=alt_text_captions", "--set=colour", "--manual_dir={t}/folder",
          "--data_dir={t}/new", absent=("new",)),
+    case(BUILD, "damaged-dataset-without-its-manual-files", "--dataset=cc3m", "--data_dir={dd:cc3m-shard-cut}",
+         match=f"{TRAIN_SHARD} holds 0 records"),
+    case(BUILD, "config-escapes", "--dataset=synthetic_scenes/../../x", "--data_dir={t}/new", absent=("new",)),
     *not_flags(BUILD, "--dataset=synthetic_scenes/tiny", "--data_dir={t}/new"),
 ]
 
@@ -322,6 +409,24 @@ STATS_CASES = [
     case(STATS, "data-dir-is-a-file", "--dataset=synthetic_scenes/tiny", "--data_dir={t}/alt.tsv"),
     case(STATS, "split-unknown", "--dataset=synthetic_scenes/tiny", "--data_dir={d}", "--split=dev", match="dev"),
     case(STATS, "field-unknown", "--dataset=synthetic_scenes/tiny", "--data_dir={d}", "--field=alt", match="alt"),
+    case(STATS, "dataset-shard-cut", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:shard-cut}", "--split=train",
+         match=f"{TRAIN_SHARD} holds 0 records, not the 512 of dataset_info.json: truncated or damaged — build it "
+               "again: `python -m capjax.data.build --dataset=synthetic_scenes/tiny"),
+    case(STATS, "dataset-shard-zeroed-inside", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:shard-zeroed-inside}",
+         "--split=train", match="so a build would reuse it) and build it again: `python -m capjax.data.build"),
+    case(STATS, "dataset-info-cut", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:info-cut}",
+         match="dataset_info.json is not JSON"),
+    case(STATS, "dataset-features-garbled", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:features-garbled}",
+         match="features.json is not JSON"),
+    case(STATS, "field-is-the-image", "--dataset=synthetic_scenes/tiny", "--data_dir={d}", "--field=image",
+         match="'image' is Image, not text — use --field with one of its text fields: background, captions"),
+    case(STATS, "field-is-the-objects", "--dataset=synthetic_scenes/tiny", "--data_dir={d}", "--field=objects",
+         match="'objects' is Sequence, not text"),
+    case(STATS, "dataset-name-escapes", "--dataset=../tfds", "--data_dir={d}",
+         match="the dataset name '..' starts with '.' (a path out of the data dir)"),
+    case(STATS, "dataset-config-escapes", "--dataset=synthetic_scenes/../../x", "--data_dir={d}",
+         match="the builder config '../../x' holds a path separator"),
+    case(STATS, "dataset-config-empty", "--dataset=synthetic_scenes/", "--data_dir={d}", match="is empty"),
     case(STATS, "unknown-flag", "{t}/captions.tsv", "--bogus=1", match="bogus"),
 ]
 
@@ -722,6 +827,18 @@ EXTRACT_TFDS_CASES = [
     _tfds("weights-of-another-model", weights="{a}/other_model", match="variables"),
     _tfds("split-unknown", "--splits=dev", match="dev"),
     _tfds("variant-empty", "--variant=", match="--variant"),
+    case(EXTRACT_TFDS, "variant-escapes", *TINY_SOURCE, "--weights={a}/metadata_only", *VARIANT_OUT,
+         "--variant=../../../escape", match="--variant=../../../escape holds a path separator",
+         absent=("escape", *NO_VARIANT)),
+    case(EXTRACT_TFDS, "source-shard-cut", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:shard-cut}",
+         "--distributed=off", "--weights={a}/metadata_only", *VARIANT_OUT, absent=NO_VARIANT,
+         match=f"{TRAIN_SHARD} holds 0 records"),
+    case(EXTRACT_TFDS, "source-info-cut", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:info-cut}",
+         "--distributed=off", "--weights={a}/metadata_only", *VARIANT_OUT, absent=NO_VARIANT,
+         match="dataset_info.json is not JSON"),
+    case(EXTRACT_TFDS, "source-config-escapes", "--dataset=synthetic_scenes/../x", "--data_dir={d}",
+         "--distributed=off", "--weights={a}/metadata_only", *VARIANT_OUT, absent=NO_VARIANT,
+         match="holds a path separator"),
     _tfds("image-key-unknown", "--image_key=picture", match="picture"),
     _tfds("image-size-zero", "--image_size=0", match="image_size"),
     _tfds("image-size-too-small", "--image_size=74", match="image_size"),
@@ -939,6 +1056,11 @@ def test_bad_input_is_one_error_line_and_changes_nothing(case: Case, tmp_path, r
     if any("{" + key + "}" in arg for arg in case.args):
       roots.append(request.getfixturevalue(fixture))
       places[key] = str(roots[-1])
+  for key in sorted({key for arg in case.args for key in re.findall(r"\{(dd:[\w-]+)\}", arg)}):
+    copy = folder / key.replace(":", "-")
+    shutil.copytree(request.getfixturevalue("data_dir"), copy)
+    DAMAGED[key[3:]](copy)
+    places[key] = str(copy)
   argv = [case.command] + [expand(arg, places) for arg in case.args]
   before = [snapshot(root) for root in roots]
   monkeypatch.chdir(folder)  # a relative default (capjax.main's workdir/...) lands in the case's folder

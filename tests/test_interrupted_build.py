@@ -1,6 +1,6 @@
-"""A dataset build stopped by SIGTERM (how TPU VMs and SLURM preempt) or SIGKILL leaves nothing a rerun or a trainer
-would take for a built dataset: TFDS writes into a `*.incomplete*` folder and renames it only once every split is
-whole. Nor does it leave its worker processes running."""
+"""A dataset build stopped by SIGTERM (how TPU VMs and SLURM preempt), SIGKILL or Ctrl-C leaves nothing a rerun or a
+trainer would take for a built dataset: TFDS writes into a `*.incomplete*` folder and renames it only once every split
+is whole. Nor does it leave its worker processes running; Ctrl-C ends it with one line, without a traceback."""
 
 import contextlib
 import os
@@ -62,3 +62,35 @@ def test_a_build_stopped_by_a_signal_leaves_no_dataset_and_no_workers(tmp_path, 
                                       "data_dir": str(data_dir), "auto_build": False, "features": ""})
   with pytest.raises(sources.DatasetNotBuiltError, match="is not built"):
     sources.prepare(config)
+
+
+def test_ctrl_c_is_one_line_exit_130_and_leaves_no_dataset_and_no_workers(tmp_path):
+  data_dir = tmp_path / "tfds"
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  # SIGINT as a terminal sends it, to the whole process group (the forked workers get it too). Its default action
+  # restored in the child: a shell starting this test in the background has it ignored, and children inherit that.
+  proc = subprocess.Popen([sys.executable, "-m", "capjax.data.build", "--dataset=synthetic_scenes",
+                           f"--data_dir={data_dir}"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  try:
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(data_dir.glob("synthetic_scenes/default/*incomplete*")):
+      time.sleep(0.1)
+    time.sleep(1)  # the split's workers are drawing scenes
+    assert proc.poll() is None, "the build finished or failed before it could be stopped"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    deadline = time.time() + 10
+    while (live := _live_members(proc.pid)) and time.time() < deadline:
+      time.sleep(0.1)
+    assert not live, f"the build's workers outlived it: {live}"
+  finally:
+    with contextlib.suppress(ProcessLookupError):
+      os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+  assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+  assert err.splitlines()[-1] == ("interrupted: synthetic_scenes is not built (nothing half-built was kept) — rerun "
+                                  "the same command to build it"), err[-3000:]
+  assert sorted(p.name for p in (data_dir / "synthetic_scenes/default").iterdir()) == []

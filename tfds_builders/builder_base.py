@@ -17,17 +17,18 @@ class ManualDataError(FileNotFoundError):
 T = TypeVar("T")
 
 
-def at_least_one(examples: Iterable[T], describe: Callable[[], str]) -> Iterator[T]:
+def at_least_one(examples: Iterable[T], describe: Callable[[], str],
+                 what_to_do: str = "check that the manual dir holds the dataset's files whole (see the builder's "
+                                   "README)") -> Iterator[T]:
   """`examples`, passed through; none at all raises ManualDataError with `describe()` (what was read and what was
-  left out). Without it TFDS fails with `AssertionError: No examples were yielded`, a traceback that names
-  neither the files nor what to do."""
+  left out) and `what_to_do`. Without it TFDS fails with `AssertionError: No examples were yielded`, a traceback
+  that names neither the files nor what to do."""
   count = 0
   for example in examples:
     count += 1
     yield example
   if not count:
-    raise ManualDataError(f"no example could be built: {describe()} — check that the manual dir holds the "
-                          "dataset's files whole (see the builder's README)")
+    raise ManualDataError(f"no example could be built: {describe()} — {what_to_do}")
 
 
 class LocalCodePath:

@@ -5,19 +5,30 @@
 NAME is one of the project's builders (synthetic_scenes, stylized_scenes, cc3m, alt_text_captions, cc12m_llavanext,
 flickrstyle10k, senticap). Builders that count what they left out print their report. (The `tfds build` CLI needs
 apache-beam even for builders that do not use it: tensorflow/datasets#5463.)
+
+A dataset already built is reused only when it is whole (capjax.data.integrity: its metadata parses, each shard
+holds the records dataset_info.json lists); a damaged one is built again, kept aside until the new one is whole, or,
+when its manual files are not there to build it from, left as it is with an error. Ctrl-C stops a build with one
+line and exit status 130, leaving nothing half-built.
 """
 
 from __future__ import annotations
 
+import _thread
+import contextlib
+import gc
 import importlib
+import multiprocessing
 import os
+import shutil
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from absl import flags
 
 from capjax import cli
-from capjax.data import sources
+from capjax.data import integrity, sources
 
 FLAGS = flags.FlagValues()
 _DATASET = flags.DEFINE_string("dataset", "synthetic_scenes", "TFDS name of the dataset to build (NAME or NAME/CONFIG)",
@@ -37,6 +48,69 @@ def leftovers(builder) -> list[str]:
   hundreds of GB."""
   from tensorflow_datasets.core import constants  # noqa: PLC0415 (TensorFlow: main loads it after its checks)
   return sorted(os.fspath(p) for p in builder.data_path.parent.glob(constants.INCOMPLETE_PREFIX + "*"))
+
+
+@contextlib.contextmanager
+def _ctrl_c_lands_in_the_build() -> Iterator[None]:
+  """Ctrl-C raises KeyboardInterrupt in the build itself, never in code Python cannot raise from (JAX's
+  garbage-collection hook, a finalizer), where it would be printed as an ignored exception and lost: there it is
+  put off until that code has returned (`_thread.interrupt_main` calls the handler again at the next chance)."""
+  hook = sys.unraisablehook
+  unraisable_codes = {cb.__code__ for cb in gc.callbacks if hasattr(cb, "__code__")}
+
+  def on_sigint(signum, frame) -> None:
+    if frame is not None and frame.f_code in unraisable_codes:
+      _thread.interrupt_main(signum)
+      return
+    raise KeyboardInterrupt
+
+  def on_unraisable(unraisable) -> None:
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+      _thread.interrupt_main(signal.SIGINT)
+    else:
+      hook(unraisable)
+  unraisable_codes.add(on_unraisable.__code__)
+  previous = signal.signal(signal.SIGINT, on_sigint)
+  sys.unraisablehook = on_unraisable
+  try:
+    yield
+  finally:
+    sys.unraisablehook = hook
+    signal.signal(signal.SIGINT, previous)
+
+
+def builder_name(dataset: str, config: str) -> str:
+  """NAME/CONFIG, or NAME for a dataset without configs."""
+  return f"{dataset}/{config}" if config else dataset
+
+
+def set_aside_if_damaged(folder: str, name: str, data_dir: str, manual_dir: str, how: str) -> str | None:
+  """A built `folder` of `name` that is not whole (`capjax.data.integrity`) is renamed aside, so that TFDS builds it
+  again instead of "Reusing" it; returns where it went (None: nothing set aside). When the build cannot be run
+  again (its manual files are not there) it is an `error:` line, and the folder is left as it is."""
+  if not os.path.isdir(folder):
+    return None
+  wrong = integrity.problem(folder)
+  if wrong is None:
+    return None
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  manual = getattr(tfds.builder_cls(name.partition("/")[0]), "MANUAL_DOWNLOAD_INSTRUCTIONS", None)
+  if manual and not os.path.isdir(manual_dir or os.path.join(data_dir, "downloads", "manual")):
+    cli.fail(f"the dataset in {folder} is damaged ({wrong}), and building it again needs its downloaded files — "
+             f"{how}")
+  from tensorflow_datasets.core import constants  # noqa: PLC0415
+  aside = os.path.join(os.path.dirname(folder),
+                       f"{constants.INCOMPLETE_PREFIX}damaged_{os.getpid()}_{os.path.basename(folder)}")
+  print(f"note: the dataset in {folder} is damaged ({wrong}): building it again (the damaged copy waits in {aside} "
+        "until the new one is whole)", file=sys.stderr)
+  os.rename(folder, aside)
+  return aside
+
+
+def restore(aside: str | None, folder: str | None) -> None:
+  """Puts a damaged dataset set aside back when its new build failed (a rerun finds it damaged again)."""
+  if aside and folder and os.path.isdir(aside) and not os.path.exists(folder):
+    os.rename(aside, folder)
 
 
 def main(argv: Sequence[str]) -> None:
@@ -66,15 +140,45 @@ def main(argv: Sequence[str]) -> None:
     cli.fail(f"{dataset} has no config {config_name!r} — choose one of {', '.join(configs) or '(none)'}")
   # Checked (and made) once the arguments are known to be right, but before the build: a typo creates no folder.
   data_dir = cli.writable_dir(sources.default_data_dir({"data_dir": _DATA_DIR.value}), "--data_dir")
-  builder = tfds.builder(dataset + (f"/{config_name}" if config_name else ""), data_dir=data_dir, **kwargs)
-  if left := leftovers(builder):
-    print(f"note: {len(left)} folder(s) left by interrupted builds of this dataset: {', '.join(left)} — remove them "
-          "once no other build of it is running", file=sys.stderr)
-  download_config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
+  chosen = kwargs["config"].name if "config" in kwargs else config_name
+  folder = (os.path.join(data_dir, dataset, chosen, str(tfds.builder_cls(dataset).VERSION)) if "config" in kwargs
+            else integrity.registered_folder(dataset, chosen, data_dir))  # --set configs are not in BUILDER_CONFIGS
+  stack = contextlib.ExitStack()
+  damaged = set_aside_if_damaged(folder, builder_name(dataset, chosen), data_dir,
+                                 _MANUAL_DIR.value, sources.KNOWN_BUILDERS[dataset][1]) if folder else None
   try:
-    builder.download_and_prepare(file_format="array_record", download_config=download_config)
-  except FileNotFoundError as e:  # a manual dir or file the builder needs (its message says what to fetch)
-    cli.fail(str(e))
+    stack.enter_context(_ctrl_c_lands_in_the_build())
+    builder = tfds.builder(dataset + (f"/{config_name}" if config_name else ""), data_dir=data_dir, **kwargs)
+    if left := [path for path in leftovers(builder) if path != damaged]:
+      print(f"note: {len(left)} folder(s) left by interrupted builds of this dataset: {', '.join(left)} — remove "
+            "them once no other build of it is running", file=sys.stderr)
+    download_config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
+    try:
+      builder.download_and_prepare(file_format="array_record", download_config=download_config)
+    except FileNotFoundError as e:  # a manual dir or file the builder needs (its message says what to fetch)
+      cli.fail(str(e))
+  except KeyboardInterrupt:  # Ctrl-C: TFDS's `finally` has removed its work in progress
+    interrupted = True
+  except BaseException:
+    restore(damaged, folder)
+    raise
+  else:
+    interrupted = False
+  finally:
+    stack.close()
+  if interrupted:  # outside the `except`, whose traceback held the builder's example generators
+    children = multiprocessing.active_children()  # a builder's workers: one blocked on a full pipe would never end
+    for child in children:
+      child.kill()
+    for child in children:
+      child.join()
+    gc.collect()  # the generators close here, in this thread: their worker pools cannot be shut down from another
+    restore(damaged, folder)
+    print(f"interrupted: {builder_name(dataset, chosen)} is not built (nothing half-built was kept) — rerun the same "
+          "command to build it", file=sys.stderr)
+    raise SystemExit(130)
+  if damaged:
+    shutil.rmtree(damaged)
   print(f"built {builder.name}/{builder.builder_config.name if builder.builder_config else ''} "
         f"{builder.version} in {builder.data_dir}")
   for split, info in builder.info.splits.items():

@@ -1,6 +1,7 @@
 """Where records come from: the TFDS builders capjax knows, building embedded datasets on first use, the
 ArrayRecord `data_source` of a split (pixels or a feature variant), and the error that says how to build what is
-missing. Also the one resolution of a config into what the model reads from each record (`input_spec`).
+missing, or how to build again what is damaged (`capjax.data.integrity`, checked before TFDS reads a dataset). Also
+the one resolution of a config into what the model reads from each record (`input_spec`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from absl import logging
 
 from capjax import cli, distributed
 from capjax.config_util import ConfigError
+from capjax.data import integrity
 from capjax.features import variant_name
 from capjax.strings import as_str
 from capjax.tokens import FACTUAL, style_tag
@@ -57,7 +59,19 @@ KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
 
 
 class DatasetNotBuiltError(RuntimeError):
-  """The dataset (or its feature variant) is not in the data dir; the message gives the commands that make it."""
+  """The dataset (or its feature variant) is not in the data dir, or is there damaged (`capjax.data.integrity`);
+  the message gives the commands that make it."""
+
+
+def _check_whole(folders: list[str], rebuild: str) -> None:
+  """DatasetNotBuiltError for the first of `folders` (built datasets) that is damaged, before TFDS reads it
+  (a truncated dataset_info.json would be its traceback, a truncated shard a wrong result or a crash mid-run)."""
+  for folder in folders:
+    if os.path.isdir(folder):
+      try:
+        integrity.check(folder, rebuild)
+      except integrity.DamagedDatasetError as e:
+        raise DatasetNotBuiltError(str(e)) from e
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +121,12 @@ def _builder(config: ml_collections.ConfigDict):
   if os.path.exists(data_dir) and not os.path.isdir(data_dir):
     raise ConfigError(f"dataset.data_dir={data_dir} is a file, not a directory — set --config.dataset.data_dir to "
                       "the TFDS data dir the dataset is (or is to be) built in")
+  for field in ("name", "builder_config", "features"):
+    value = config.get(field, "")
+    if (field == "name" or value) and (wrong := integrity.name_problem(value)):
+      raise ConfigError(f"dataset.{field}={value!r} {wrong}, and it names a folder in the data dir — set "
+                        f"--config.dataset.{field} to a plain name (datasets capjax builds: "
+                        f"{', '.join(sorted(KNOWN_BUILDERS))})")
   if config.get("features"):
     return _variant_builder(config)
   name = config.name
@@ -121,6 +141,10 @@ def _builder(config: ml_collections.ConfigDict):
             f"dataset {name!r} is not built in {default_data_dir(config)} and its builder ({module}) is not "
             f"part of this checkout yet — to build it: {how}") from e
       raise
+  folder = integrity.registered_folder(name, config.get("builder_config", ""), data_dir)
+  if folder is not None:
+    manual = bool(getattr(tfds.builder_cls(name), "MANUAL_DOWNLOAD_INSTRUCTIONS", None))
+    _check_whole([folder], integrity.rebuild_command(_with_config(name, config), data_dir, manual))
   try:
     return tfds.builder(_with_config(name, config), data_dir=default_data_dir(config)), how
   except tfds.core.registered.DatasetNotFoundError as e:
@@ -147,6 +171,9 @@ def _variant_builder(config: ml_collections.ConfigDict):
          f"(3) run `python -m capjax.tools.extract_tfds_features "
          f"--dataset={source} --weights=WEIGHTS_DIR --variant={config.features} "
          f"--data_dir={default_data_dir(config)}`")
+  variant = variant_name(config.name, config.features)
+  _check_whole(integrity.version_folders(default_data_dir(config), variant, config.get("builder_config", "")),
+               f"remove {os.path.join(default_data_dir(config), variant)} and write it again: {how}")
   try:
     return tfds.builder(name, data_dir=default_data_dir(config)), how
   except tfds.core.registered.DatasetNotFoundError as e:
@@ -320,6 +347,8 @@ def augmented_source(config: ml_collections.ConfigDict):
         f"--stylized={config.name} --factual={config.name} --style={config.get('style') or 'STYLE'} "
         f"--output_dataset={config.augmented} --output_data_dir={data_dir} --generator=DIR --style_model=DIR`, or "
         "set --config.dataset.augmented_data_dir to where it is")
+  _check_whole([os.path.join(root, versions[-1])], f"remove {root} and write it again with `python -m "
+               f"capjax.erg.augment ... --output_dataset={config.augmented} --output_data_dir={data_dir}`")
   builder = tfds.builder_from_directory(os.path.join(root, versions[-1]))
   features = builder.info.features
   if "image" not in features or "caption" not in features:
@@ -360,13 +389,29 @@ def train_source(config: ml_collections.ConfigDict):
 
 def data_source(config: ml_collections.ConfigDict, split: str):
   """The ArrayRecord random-access source of `split` (building embedded datasets on first use). `split` may be a
-  TFDS slice ("train[:10000]", "train[10000:]"): a held-out part of a dataset released as one split. With
+  TFDS slice ("train[:10000]", "train[10000:]"): a held-out part of a dataset released as one split; a slice that
+  selects no record or reaches past the split (a dataset smaller than the config expects) is a ConfigError. With
   `caption_field` set, the records' `captions` come from that field (CaptionFieldSource); with `style` set, they
   are the records' stylized captions of that style (StyleSource)."""
   builder = prepare(config)
-  if split.split("[", 1)[0] not in builder.info.splits:
+  base = split.split("[", 1)[0]
+  if base not in builder.info.splits:
     raise ConfigError(f"split {split!r} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
-  source = builder.as_data_source(split=split)
+  size = builder.info.splits[base].num_examples
+  try:
+    source = builder.as_data_source(split=split)
+  except ValueError as e:  # TFDS: "Requested slice [10000:512] incompatible with 512 examples", an empty slice
+    source, reason = None, str(e).strip().splitlines()[0]
+  else:
+    reason = "it selects none" if not len(source) else ""
+  if reason and not size:
+    raise ConfigError(f"split {split!r} of {builder.name} in {builder.data_dir} holds no example — choose another "
+                      f"split (it has {sorted(builder.info.splits)}), or build the dataset from more data")
+  if reason:  # e.g. the cc12m variant's held-out first 10,000 examples, of a smaller dataset
+    k = max(1, size // 10)
+    raise ConfigError(f"split {split!r} does not fit {builder.name}'s {base} split of {size:,} examples ({reason}) — "
+                      f"set --config.dataset.train_split, eval_split and test_split to slices within it, e.g. "
+                      f"{base}[{k}:] and {base}[:{k}]")
   field = config.get("caption_field", "")
   style = config.get("style", "")
   if style:

@@ -9,7 +9,8 @@ Usage:
 
 FILE may come before or after the flags. Blank lines of FILE are skipped, not read as 0-token captions, and
 counted on stderr ("blank lines skipped: N"); a row without the --column, a line that is not UTF-8 or (.jsonl)
-not JSON is an error naming the line.
+not JSON is an error naming the line. --field names text fields; a damaged --dataset (a shard cut short, a
+metadata file that does not parse: capjax.data.integrity) is an error naming the file and how to build it again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from absl import flags
 
 from capjax import cli
+from capjax.data import integrity
 from capjax.strings import as_str
 from capjax.text import lines as lines_lib
 
@@ -117,11 +119,30 @@ def read_kept_captions(path: str, counts: LineCounts | None = None) -> Iterator[
       yield caption
 
 
+def _is_text(feature) -> bool:
+  """Text, or a sequence of text (`captions`)."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
+  inner = feature.feature if isinstance(feature, tfds.features.Sequence) else feature
+  return isinstance(inner, tfds.features.Text)
+
+
 def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "") -> Iterator[str]:
   """Every caption of a built TFDS dataset's split: each reference of `captions`, or `caption` (pictures and
-  feature arrays are not decoded)."""
+  feature arrays are not decoded). A damaged dataset (`capjax.data.integrity`) is a UsageError saying how to build
+  it again."""
   import tensorflow_datasets as tfds  # noqa: PLC0415
   data_dir = os.path.expanduser(data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
+  base, _, config = name.partition("/")
+  for part, what in ((base, "dataset name"), *(((config, "builder config"),) if "/" in name else ())):
+    if wrong := integrity.name_problem(part):
+      raise UsageError(f"--dataset={name}: the {what} {part!r} {wrong} — give NAME or NAME/CONFIG, e.g. "
+                       "synthetic_scenes/tiny")
+  rebuild = integrity.rebuild_command(name, data_dir)
+  try:
+    for folder in integrity.version_folders(data_dir, base, config):
+      integrity.check(folder, rebuild)
+  except integrity.DamagedDatasetError as e:
+    raise UsageError(str(e)) from e
   try:
     builder = tfds.builder(name, data_dir=data_dir)
     features = builder.info.features
@@ -135,13 +156,23 @@ def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "")
   if split not in builder.info.splits:
     raise UsageError(f"{name} has no split {split!r} — use one of {sorted(builder.info.splits)}")
   field = field or ("captions" if "captions" in features else "caption")
+  texts = sorted(k for k, f in features.items() if _is_text(f))
   if field not in features:
-    raise UsageError(f"{name} has no field {field!r} — use --field with one of {sorted(features)}")
+    raise UsageError(f"{name} has no field {field!r} — use --field with one of its text fields: "
+                     f"{', '.join(texts) or '(none)'}")
+  if not _is_text(features[field]):
+    raise UsageError(f"{name}'s field {field!r} is {type(features[field]).__name__}, not text — use --field with "
+                     f"one of its text fields: {', '.join(texts) or '(none)'}")
   skip = {k: tfds.decode.SkipDecoding() for k, f in features.items()
           if k != field and isinstance(f, tfds.features.Image)}
   source = builder.as_data_source(split=split, decoders=skip or None)
   for i in range(len(source)):
-    value = source[i][field]
+    try:
+      value = source[i][field]
+    except RuntimeError as e:  # ArrayRecord: "Corrupted Riegeli/records file" (damage the cheap check cannot see)
+      raise UsageError(f"record {i} of {name}:{split} in {builder.data_dir} cannot be read ("
+                       f"{str(e).strip().splitlines()[0]}) — remove {builder.data_dir} (its shards count their "
+                       f"records right, so a build would reuse it) and {rebuild}") from e
     if isinstance(value, (list, tuple, np.ndarray)):
       yield from (as_str(v) for v in value)
     else:

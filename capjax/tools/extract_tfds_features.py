@@ -15,7 +15,8 @@ Train on it with `--config.dataset.features=irv2` (the paper configs' default).
 Each split is cut into shards of --examples_per_shard consecutive examples. A shard is written to a temporary
 file and renamed when complete, so a killed job, run again with the same arguments, resumes at the first missing
 shard. Under `jax.distributed` the processes take shards in turn; within a process every batch is split over its
-local devices. A record whose image cannot be decoded is skipped, reported and counted (`skipped.json`).
+local devices. A record whose image cannot be decoded is skipped, reported and counted (`skipped.json`); a shard
+of which no record can be read (a damaged source) stops the extraction, and a variant it started is removed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,7 +40,8 @@ import tqdm
 from absl import flags, logging
 
 from capjax import cli, distributed
-from capjax.data import preprocess, shards, sources
+from capjax.config_util import ConfigError
+from capjax.data import integrity, preprocess, shards, sources
 from capjax.features import DEFAULT_VARIANT, FEATURE_KEYS, Encoder, grid_shape, variant_name
 from capjax.models import inception_resnet_v2 as irv2
 
@@ -52,6 +55,10 @@ READ_WORKERS = 8
 
 class SettingsError(ValueError):
   """Arguments that cannot work (or do not match the partial extraction being resumed); says what to change."""
+
+
+class SourceError(ValueError):
+  """The source dataset cannot be read (no record of a shard decodes); says how to build it again."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,9 +212,9 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
   """
   from tensorflow_datasets.core import naming  # noqa: PLC0415
 
-  if not variant:
-    raise SettingsError("--variant is empty, and it names the output {dataset}_{variant} — give a non-empty "
-                        "--variant")
+  if wrong := integrity.name_problem(variant):
+    raise SettingsError(f"--variant={variant} {wrong}, and it names the output folder {{dataset}}_{{variant}} — give "
+                        f"a plain name such as {DEFAULT_VARIANT}")
   if image_size < irv2.MIN_IMAGE_SIZE:
     raise SettingsError(f"image_size={image_size} is below {irv2.MIN_IMAGE_SIZE} — give at least "
                         f"{irv2.MIN_IMAGE_SIZE}")
@@ -239,6 +246,7 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
   _check_manifest(out_dir, settings, write=False)  # other settings than a partial extraction's: told at once
   # Loaded before the manifest is written: weights that cannot be read leave no output folder behind.
   encoder = Encoder(irv2.load_converted(weights_dir), devices, dtype)
+  created = _first_missing(out_dir)  # removed again if the source turns out unreadable: no variant is left
   if jax.process_index() == 0:
     _check_manifest(out_dir, settings)
   distributed.sync("capjax_features_manifest")
@@ -266,6 +274,16 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
       with shards.ShardWriter(paths[i], info_dir / f"{split}-{i:05d}.json") as writer:
         result = encode_shard(source, start, stop, encoder, image_key, image_size, batch_size,
                               features.serialize_example, dropped, writer.write, bar.update)
+        if stop > start and not result.num_examples:  # a damaged source, not a few bad pictures
+          bar.close()
+          if created is not None and jax.process_index() == 0:
+            shutil.rmtree(created, ignore_errors=True)
+          rebuild = integrity.rebuild_command(settings.source.rsplit("/", 1)[0].rstrip("/"),
+                                              os.fspath(source_builder.data_dir_root))
+          raise SourceError(
+              f"none of the {stop - start} records {start}-{stop - 1} of {source_builder.name}:{split} could be read "
+              f"(the first: {result.skipped[0][1]}), so no feature variant was written — the source dataset is "
+              f"damaged: {rebuild}")
         writer.info = {"num_examples": result.num_examples, "skipped": [list(x) for x in result.skipped]}
     bar.close()
   distributed.sync("capjax_features_written")
@@ -279,6 +297,14 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
     _write_metadata(out_dir, name, config, source_builder, features, complete, template, info_dir, settings)
   distributed.sync("capjax_features_metadata")
   return out_dir
+
+
+def _first_missing(path: pathlib.Path) -> pathlib.Path | None:
+  """The outermost folder of `path` (itself included) that does not exist yet, or None when it exists."""
+  missing = None
+  while not path.exists():
+    missing, path = path, path.parent
+  return missing
 
 
 def shard_paths(template, num_shards: int) -> list[pathlib.Path]:
@@ -363,7 +389,8 @@ def main(argv: Sequence[str]) -> None:
         source, _WEIGHTS.value, output_root, _VARIANT.value,
         _SPLITS.value or None, _IMAGE_SIZE.value, _DTYPE.value, _IMAGE_KEY.value, _BATCH_SIZE.value,
         _EXAMPLES_PER_SHARD.value)
-  except (sources.DatasetNotBuiltError, FileNotFoundError, SettingsError, irv2.WeightsError) as error:
+  except (sources.DatasetNotBuiltError, ConfigError, FileNotFoundError, SettingsError, SourceError,
+          irv2.WeightsError) as error:
     cli.fail(str(error))
   seconds = time.perf_counter() - start
   if jax.process_index() == 0:

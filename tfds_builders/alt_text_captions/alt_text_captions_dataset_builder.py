@@ -18,7 +18,7 @@ from etils import epath
 
 from tfds_builders import img2dataset as i2d
 from tfds_builders.alt_text_captions import stages as stages_lib
-from tfds_builders.builder_base import LocalCodePath, ManualDataError
+from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
 
 _INSTRUCTIONS_POINTER = "see tfds_builders/alt_text_captions/README.md"
 
@@ -132,6 +132,21 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   def _generate_examples(self, shards: list[str], labels: str,
                          weights: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The examples of `_stage_examples`; none at all is a ManualDataError with the funnel (where every candidate
+    went), which is printed too, as after a build, instead of TFDS's "No examples were yielded"."""
+
+    def nothing_kept() -> str:
+      print(stages_lib.format_funnel(self._funnel), flush=True)
+      stages = "; ".join(f"{e['stage']} {e['in']:,} → {e['out']:,}" + (
+          f" ({', '.join(f'{r} {n}' for r, n in e['reasons'].items())})" if e["reasons"] else "")
+          for e in self._funnel)
+      return f"every candidate of the {len(shards)} shard(s) in the manual dir was dropped: {stages}"
+    yield from at_least_one(self._stage_examples(shards, labels, weights), nothing_kept,
+                            "check the manual dir's shards, or loosen the --set settings of the stage that dropped "
+                            f"them all ({_INSTRUCTIONS_POINTER})")
+
+  def _stage_examples(self, shards: list[str], labels: str,
+                      weights: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """Two passes: stages a-c per shard while counting concepts (survivors kept as small records, no images),
     then pruning, with each shard read again for the survivors' images."""
     settings = self.builder_config.settings
