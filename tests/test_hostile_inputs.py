@@ -765,7 +765,7 @@ HARVEST_CASES = [
     _harvest("one-of-two-inputs-missing", "--input={t}/page.html", "--input={t}/gone.warc", *HARVEST_OUT,
              match="gone.warc"),
     _harvest("input-chmod", "--input={t}/page.html", *HARVEST_OUT, chmod={"page.html": 0o200}),
-    case(HARVEST, "output-is-the-input", "--input={t}/page.html", "--output={t}/page.html", match="inputs"),
+    case(HARVEST, "output-is-the-input", "--input={t}/page.html", "--output={t}/page.html", match="would overwrite"),
     case(HARVEST, "output-is-a-folder", "--input={t}/page.html", "--output={t}/folder", match="directory"),
     _harvest("output-folder-missing", "--input={t}/page.html", "--output={t}/nothing/result.tsv",
              match="does not exist"),

@@ -19,7 +19,7 @@ from typing import Any
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.metrics.coco import DEFAULT_METRICS, METRICS, evaluate
 from capjax.metrics.stylized import STYLES, stylized_scores
 from capjax.metrics.stylized_lm import StyleLanguageModel
@@ -39,8 +39,7 @@ _STYLE_MODEL = flags.DEFINE_string("style_model", "", "With --style: the style c
 
 def _load_json(path: str, what: str) -> Any:
   """The JSON value in the file at `path`; a ValueError that names the file and says what is wrong with it."""
-  with open(path, "rb") as f:
-    raw = f.read()
+  raw = files.read_bytes(path, what=what)  # a FIFO or a device: an `error:` line, not a read that never ends
   try:
     return json.loads(raw)  # bytes: UTF-8 (a byte-order mark too), UTF-16 or UTF-32, as RFC 8259 allows
   except UnicodeDecodeError as error:
