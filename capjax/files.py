@@ -72,8 +72,9 @@ def _refuse_special(mode: int, path: str | os.PathLike[str], flag: str, what: st
 def open_input(path: str | os.PathLike[str], flag: str = "", what: str = "a file") -> Iterator[IO[bytes]]:
   """The file at `path` open for binary reading, refused (one `error:` line) unless it is a regular file.
 
-  Opened without blocking and checked on the open file, so that a FIFO cannot hang the open nor be swapped in
-  after the check."""
+  Checked before the open (a device on a `nodev` mount cannot even be opened), then opened without blocking and
+  checked again on the open file, so that a FIFO cannot hang the open nor be swapped in after the check."""
+  input_file(path, flag, what)
   try:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
   except FileNotFoundError:
@@ -100,6 +101,14 @@ def read_bytes(path: str | os.PathLike[str], flag: str = "", what: str = "a file
       return f.read()
     except OSError as error:
       cli.fail(f"{_named(path, flag)} cannot be read ({error.strerror or error}) — give the path of a readable file")
+
+
+def text_input(path: str | os.PathLike[str], flag: str = "", what: str = "a text file") -> str:
+  """`path` after checking, before any work, that it is a regular file (`input_file`) whose text does not start in
+  another encoding than UTF-8 (`refuse_other_encoding`)."""
+  with open_input(path, flag, what) as f:
+    refuse_other_encoding(f.read(4096), path, flag)
+  return os.fspath(path)
 
 
 def other_encoding(head: bytes) -> str | None:

@@ -570,7 +570,7 @@ def main(argv: Sequence[str]) -> None:
     if not values["generator"].value or not values["input"].value:
       cli.fail("generating needs --generator=DIR and --input=PAIRS.jsonl|.tsv (or --train to train) — see --help")
     from capjax import files  # noqa: PLC0415
-    files.input_file(values["input"].value, "--input", "a UTF-8 JSONL or TSV file")
+    files.text_input(values["input"].value, "--input", "a UTF-8 JSONL or TSV file")  # before the generator loads
     if values["output"].value is not None:  # checked before the generator loads: an input is never overwritten
       files.output_file(values["output"].value, inputs={"--input": values["input"].value}, example="stylized.jsonl")
     try:
