@@ -212,13 +212,13 @@ def _write_error(error: OSError, target: str, written: int, flag: str) -> str:
   """One line for a write that failed: the folder, what was being written and how much."""
   folder = os.path.dirname(target) or "."
   try:
-    free = f", {human_size(os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize)} free"
+    info = os.statvfs(folder)
+    free = f" ({human_size(info.f_bavail * info.f_frsize)} free)"
   except OSError:
     free = ""
-  what = f"{human_size(written)} of {os.path.basename(target)} were written{free}"
+  what = f"writing {os.path.basename(target)} stopped after {human_size(written)}{free}"
   if error.errno in (errno.ENOSPC, errno.EDQUOT):
-    return (f"no space left in {folder}: {what} when the disk was full — free some space there, or give "
-            f"{flag} in another folder")
+    return f"no space left in {folder}: {what} — free some space there, or give {flag} in another folder"
   if error.errno == errno.EFBIG:
     return f"{target} is larger than {folder} allows: {what} — give {flag} in another folder"
   return (f"cannot write {target} in {folder} ({error.strerror or error}): {what} — check the folder, or give "
@@ -248,10 +248,10 @@ def scratch(beside: str | os.PathLike[str], flag: str = "--output") -> Iterator[
   except OSError as error:
     if not _is_write_error(error, temporary):
       raise
-    written = _size(temporary)
+    message = _write_error(error, target, _size(temporary), flag)  # the space free before the file goes
     with contextlib.suppress(OSError):
       os.remove(temporary)
-    cli.fail(_write_error(error, target, written, flag))
+    cli.fail(message)
   finally:
     with contextlib.suppress(FileNotFoundError):
       os.remove(temporary)
