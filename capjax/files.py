@@ -33,17 +33,6 @@ def kind(mode: int) -> str:
   return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def human_size(size: int) -> str:
-  """`size` bytes for a message: "812 bytes", "3.4 MB"."""
-  if size < 1000:
-    return f"{size} bytes"
-  for unit in ("kB", "MB", "GB", "TB"):
-    size /= 1000
-    if size < 1000 or unit == "TB":
-      return f"{size:.1f} {unit}"
-  raise AssertionError("unreachable")
-
-
 # --- inputs --------------------------------------------------------------------------------------------------------
 
 
@@ -212,11 +201,10 @@ def _write_error(error: OSError, target: str, written: int, flag: str) -> str:
   """One line for a write that failed: the folder, what was being written and how much."""
   folder = os.path.dirname(target) or "."
   try:
-    info = os.statvfs(folder)
-    free = f" ({human_size(info.f_bavail * info.f_frsize)} free)"
+    free = f" ({cli.free_space(folder)} free)"
   except OSError:
     free = ""
-  what = f"writing {os.path.basename(target)} stopped after {human_size(written)}{free}"
+  what = f"writing {os.path.basename(target)} stopped after {cli.human_size(written)}{free}"
   if error.errno in (errno.ENOSPC, errno.EDQUOT):
     return f"no space left in {folder}: {what} — free some space there, or give {flag} in another folder"
   if error.errno == errno.EFBIG:

@@ -225,3 +225,36 @@ def test_human_eval_reads_a_csv_with_a_utf8_byte_order_mark(tmp_path, capsys):
   path.write_bytes(b"\xef\xbb\xbfimage_id,rater,rating\n1,1,GOOD\n1,2,GOOD\n1,3,BAD\n")
   assert human_eval.main(["capjax.metrics.human_eval", "aggregate", str(path)]) == 0
   assert '"images": 1' in capsys.readouterr().out
+
+
+def test_no_space_finds_a_full_disk_however_a_library_wraps_it(tmp_path):
+  """ArrayRecord reports ENOSPC as a RuntimeError with the system's words and the path; orbax wraps OSErrors."""
+  wrapped = RuntimeError(f"write() failed: No space left on device; writing {tmp_path}/x.array_record; at byte 65536")
+  assert cli.no_space(wrapped) == (
+      f"no space left in {tmp_path} ({cli.free_space(tmp_path)} free) while writing {tmp_path}/x.array_record — "
+      "free some space there (or write elsewhere) and run the command again; nothing half-written is taken for "
+      "complete")
+  try:
+    try:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "ckpt" / "manifest.ocdbt"))
+    except OSError as error:
+      raise ValueError("checkpoint save failed") from error
+  except ValueError as error:
+    assert cli.no_space(error).startswith(f"no space left in {tmp_path} (")  # the nearest folder that exists
+  assert cli.no_space(ValueError("no such thing")) is None
+
+
+def test_a_full_disk_in_any_command_is_one_line(tmp_path, monkeypatch, capsys):
+  """`cli.run` turns a full disk found deep in a library (here TFDS writing ArrayRecord shards in data.build) into
+  one `error:` line and exit status 2, not a traceback."""
+  from capjax.data import build
+  with _full_disk() as disk:
+    if disk is None:  # the write that fails is ArrayRecord's C++: only a real full disk reaches it
+      pytest.skip("needs root to mount a 64 kB tmpfs; test_no_space_... covers the message without one")
+    monkeypatch.setattr("sys.argv", ["capjax.data.build", "--dataset=synthetic_scenes/tiny", f"--data_dir={disk}"])
+    with pytest.raises(SystemExit) as exit_info:
+      cli.run(build.main)
+    assert exit_info.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert len(errors) == 1 and errors[0].lstrip().startswith(f"error: no space left in {disk}/"), errors
+    assert "synthetic_scenes-train.array_record" in errors[0]
