@@ -197,6 +197,23 @@ def output_file(path: str | os.PathLike[str] | None, flag: str = "--output",
   return text
 
 
+def require_space(folder: str | os.PathLike[str], needed: int, what: str, advice: str) -> None:
+  """An `error:` line, before a write that cannot fit, when the disk of `folder` has less than `needed` bytes free
+  for `what` (a library that finds the disk full half-way reports it in hundreds of lines); `advice` says what to
+  do. Nothing is said when the free space cannot be asked."""
+  existing = os.path.abspath(folder)
+  while not os.path.isdir(existing) and os.path.dirname(existing) != existing:  # not made yet: its disk
+    existing = os.path.dirname(existing)
+  try:
+    info = os.statvfs(existing)
+  except OSError:
+    return
+  free = info.f_bavail * info.f_frsize
+  if free < needed:
+    cli.fail(f"no space left in {os.fspath(folder)} for {what}: it needs about {cli.human_size(needed)}, "
+             f"{cli.human_size(free)} free — {advice}")
+
+
 def _write_error(error: OSError, target: str, written: int, flag: str) -> str:
   """One line for a write that failed: the folder, what was being written and how much."""
   folder = os.path.dirname(target) or "."

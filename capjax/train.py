@@ -29,6 +29,7 @@ from clu import metric_writers
 from capjax import config_util
 from capjax import decode as decode_lib
 from capjax import evaluate as evaluate_lib
+from capjax import files
 from capjax import models
 from capjax import preemption
 from capjax import sharding
@@ -378,6 +379,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       # the resumed run keeps and picks checkpoints as an uninterrupted one would.
       interrupted = stop.after(step, log_step)
       if scores is not None or interrupted or step % config.checkpoint_every == 0:
+        _require_checkpoint_space(mngr, state, step)
         mngr.save(step, args=_save_args(state, train_iter), metrics=scores or {})
       if interrupted:
         break
@@ -409,6 +411,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   writer.close()
   mngr.close()
   return {"metrics": result.metrics, "outputs": outputs}
+
+
+def _require_checkpoint_space(mngr: ocp.CheckpointManager, state: TrainState, step: int) -> None:
+  """One `error:` line, before orbax starts writing, when the checkpoint cannot fit on the workdir's disk (a disk
+  that fills half-way through a save is reported by orbax's threads in hundreds of lines). One process only: on a
+  job, every process would have to agree to stop."""
+  if jax.process_count() == 1:
+    needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state) if hasattr(leaf, "nbytes"))
+    files.require_space(str(mngr.directory), needed, f"the checkpoint of step {step}",
+                        "free some space there and rerun the same command: it resumes from the last checkpoint")
 
 
 def _save_args(state: TrainState, data_iter: grain.DatasetIterator) -> ocp.args.Composite:

@@ -258,3 +258,17 @@ def test_a_full_disk_in_any_command_is_one_line(tmp_path, monkeypatch, capsys):
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line.lower() or "Traceback" in line]
     assert len(errors) == 1 and errors[0].lstrip().startswith(f"error: no space left in {disk}/"), errors
     assert "synthetic_scenes-train.array_record" in errors[0]
+
+
+def test_a_write_that_cannot_fit_is_refused_before_it_starts(tmp_path, capsys):
+  """What training checks before a checkpoint: the space it needs against the space free, in one line."""
+  with _full_disk() as disk:
+    folder = disk or tmp_path
+    files.require_space(folder / "checkpoints", 1000, "the checkpoint of step 5", "free some space")  # it fits
+    with pytest.raises(cli.Failure):
+      files.require_space(folder / "checkpoints", 2 * 10**15, "the checkpoint of step 5", "free some space")
+    line = _error_line(capsys)
+    assert line.startswith(f"error: no space left in {folder}/checkpoints for the checkpoint of step 5: it needs "
+                           "about 2000.0 TB, ") and line.endswith(" free — free some space"), line
+    if disk:  # a private disk: its free space is known exactly
+      assert f", {cli.free_space(disk)} free — " in line
