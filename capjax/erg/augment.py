@@ -332,7 +332,7 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
   bank = stylized_bank(stylized_source, style, extract, f"{stylized}:{stylized_split}")
   if lm_path:
     try:
-      lm = stylized_lm.StyleLanguageModel.load(lm_path)
+      lm = stylized_lm.StyleLanguageModel.load(lm_path, "--lm")
     except (OSError, ValueError) as error:
       raise AugmentError(f"--lm={lm_path}: {error}") from error
   else:

@@ -181,20 +181,20 @@ def _style_classifier(model_dir: str) -> Callable[[list[str]], list[str]]:
 
 def _stylized(refs: dict[Any, list[str]], preds: dict[Any, str]) -> dict[str, float | int]:
   classify = _style_classifier(_STYLE_MODEL.value) if _STYLE_MODEL.value else None
-  lm = StyleLanguageModel.load(_LM.value)
+  lm = StyleLanguageModel.load(_LM.value, "--lm")
   predicted = classify([preds[image] for image in refs if image in preds]) if classify else None
   return stylized_scores(refs, preds, _STYLE.value, lm, predicted, tokenize=_TOKENIZE.value)
 
 
 def main(argv: Sequence[str]) -> int:
-  files = cli.parse(_FLAGS, argv, __doc__, positional=True)
-  if len(files) != 2:
-    cli.fail(f"expected two files, REFS.json PREDS.json, got {len(files)} argument(s) — see --help")
+  paths = cli.parse(_FLAGS, argv, __doc__, positional=True)
+  if len(paths) != 2:
+    cli.fail(f"expected two files, REFS.json PREDS.json, got {len(paths)} argument(s) — see --help")
   _check_style_flags()
   try:
     metrics = parse_metrics(_METRICS.value)
-    refs, preds = load_references(files[0]), load_predictions(files[1])
-    check_id_types(refs, preds, files[0], files[1])
+    refs, preds = load_references(paths[0]), load_predictions(paths[1])
+    check_id_types(refs, preds, paths[0], paths[1])
     if _STYLE.value:
       scores = _stylized(refs, preds)
     else:

@@ -235,9 +235,10 @@ class StyleLanguageModel:
     return cls(counts, order, float(discount), style, sentences)
 
   @classmethod
-  def load(cls, path: str | os.PathLike[str]) -> StyleLanguageModel:
-    """The model in the JSON file at `path`; a ValueError names the file and what is wrong (OSError if unreadable)."""
-    raw = files.read_bytes(path, what="a language model (JSON)")  # a FIFO or device: an `error:` line
+  def load(cls, path: str | os.PathLike[str], flag: str = "") -> StyleLanguageModel:
+    """The model in the JSON file at `path`; a ValueError names the file and what is wrong (a missing file, a FIFO,
+    a device: an `error:` line naming `flag`, `capjax.files`)."""
+    raw = files.read_bytes(path, flag, f"a language model ({_WRITTEN_BY})")
     try:
       data = json.loads(raw)
     except UnicodeDecodeError as error:

@@ -256,8 +256,11 @@ def check_paths(input_path: str, output_path: str, *tables: str | None) -> None:
   """Refuses, before any work, paths the run would fail on or that would destroy the input."""
   files.text_input(input_path, "--input", "an id<TAB>alt_text TSV")  # before the pipeline loads (seconds)
   files.output_file(output_path, inputs={"--input": input_path}, example="out.jsonl")
-  files.output_file(str(funnel_path(output_path)), f"--output={output_path}: its funnel",
-                    inputs={"--input": input_path}, example="out.funnel.json")
+  funnel = str(funnel_path(output_path))
+  if files.same_file(funnel, input_path):
+    cli.fail(f"--output={output_path} would overwrite --input={input_path} (its funnel, {funnel}) — write the "
+             "output to another file")
+  files.output_file(funnel, "--output's funnel", example="out.funnel.json")
   for flag, path in zip(("--vocabulary", "--entities"), tables):
     if path is None:
       continue
