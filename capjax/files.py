@@ -57,6 +57,14 @@ def _refuse_special(mode: int, path: str | os.PathLike[str], flag: str, what: st
              "its path")
 
 
+def refuse_special(paths: Sequence[str | os.PathLike[str]], flag: str, what: str) -> None:
+  """An `error:` line for the first of `paths` (a glob's matches) that is a FIFO, a device or a socket: reading it
+  would hang or never end. Folders and broken links are left to the caller (usually skipped and counted)."""
+  for path in paths:
+    if os.path.exists(path) and not os.path.isdir(path):
+      input_file(path, flag, what)
+
+
 @contextlib.contextmanager
 def open_input(path: str | os.PathLike[str], flag: str = "", what: str = "a file") -> Iterator[IO[bytes]]:
   """The file at `path` open for binary reading, refused (one `error:` line) unless it is a regular file.

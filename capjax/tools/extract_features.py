@@ -164,9 +164,7 @@ def main(argv: Sequence[str]) -> None:
   paths = sorted(glob.glob(_IMAGES.value, recursive=True))
   if not paths:
     cli.fail(f"no files match --images={_IMAGES.value!r} — give a glob of image files, e.g. 'photos/**/*.jpg'")
-  for path in paths:  # a FIFO or a device would hang the read: refused, a folder or broken link is skipped later
-    if os.path.exists(path) and not os.path.isdir(path):
-      files.input_file(path, "--images", "image files")
+  files.refuse_special(paths, "--images", "image files")  # a FIFO would hang the read
   files.output_file(_OUTPUT.value, inputs={"--images": paths}, example="features.npz")
   try:
     metadata = irv2.read_metadata(_WEIGHTS.value)
