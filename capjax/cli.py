@@ -4,8 +4,9 @@ docstring as usage, and one error path for all of them.
 
 The error path: input a command cannot work with (a missing file, a bad flag value, a dataset that is not built)
 is one line on stderr, `error: <what is wrong> — <what to do>`, and exit status 2; so is a full disk, wherever
-in the command (or the libraries it calls: orbax, TFDS, ArrayRecord) the write that found it was. A traceback means a bug, or that
-the user asked for one with `--verbose` (every command has it), which prints the stack of the expected failures too.
+in the command (or the libraries it calls: orbax, TFDS, ArrayRecord) the write that found it was. A traceback
+means a bug, or that the user asked for one with `--verbose` (every command has it), which prints the stack of the
+expected failures too.
 """
 
 from __future__ import annotations
