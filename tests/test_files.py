@@ -105,6 +105,23 @@ def test_harvest_on_a_full_disk_says_so_in_one_line(tmp_path, monkeypatch, capsy
     assert (folder / "candidates.tsv").read_text() == "an earlier harvest\n"
 
 
+def test_text_pipeline_on_a_full_disk_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+  """The issue's case: `text.pipeline` said `cannot read or write None` (loading its NLTK resources takes most of
+  this test's seconds)."""
+  from capjax.text import pipeline
+  alt = tmp_path / "alt.tsv"
+  alt.write_text("".join(f"{i}\tA brown dog number {i} runs on the green grass in the park.\n" for i in range(400)))
+  (tmp_path / "out").mkdir()
+  with _full_disk() as disk:
+    folder = _fill_up(monkeypatch, disk, tmp_path / "out")
+    with pytest.raises(SystemExit) as exit_info:
+      pipeline.main(["capjax.text.pipeline", f"--input={alt}", f"--output={folder / 'out.jsonl'}"])
+    assert exit_info.value.code == 2
+    line = _error_line(capsys)
+    assert line.startswith(f"error: no space left in {folder}: writing out.jsonl stopped after "), line
+    assert list(folder.iterdir()) == []
+
+
 def test_writing_replaces_the_output_only_when_complete(tmp_path):
   output = tmp_path / "out.txt"
   output.write_text("old\n")
