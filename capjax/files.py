@@ -3,7 +3,8 @@ device would hang the read or never end) in UTF-8, outputs are new names or regu
 inputs, written through a temporary file beside them that replaces the output only when complete.
 
 Every refusal is `cli.fail`: one `error:` line naming the flag and the file, exit status 2. A write that fails (a
-full disk above all) is one line naming the folder and how much was written, and leaves no partial file behind.
+full disk above all) is one line naming the folder and how much was written, and leaves no partial file behind;
+`require_space` refuses, before it starts, a write whose size is known (a checkpoint) and cannot fit.
 """
 
 from __future__ import annotations
