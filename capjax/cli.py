@@ -3,14 +3,17 @@ names such as --input and --weights, and one process may import several), `--hel
 docstring as usage, and one error path for all of them.
 
 The error path: input a command cannot work with (a missing file, a bad flag value, a dataset that is not built)
-is one line on stderr, `error: <what is wrong> — <what to do>`, and exit status 2. A traceback means a bug, or that
-the user asked for one with `--verbose` (every command has it), which prints the stack of the expected failures too.
+is one line on stderr, `error: <what is wrong> — <what to do>`, and exit status 2; so is a full disk, wherever
+in the command (or the libraries it calls: orbax, TFDS, ArrayRecord) the write that found it was. A traceback
+means a bug, or that the user asked for one with `--verbose` (every command has it), which prints the stack of the
+expected failures too.
 """
 
 from __future__ import annotations
 
 import logging as pylogging
 import os
+import errno
 import re
 import sys
 import tempfile
@@ -98,6 +101,52 @@ def writable_dir(path: str | os.PathLike[str], flag: str) -> str:
   return os.fspath(path)
 
 
+def human_size(size: float) -> str:
+  """`size` bytes for a message: "812 bytes", "3.4 MB"."""
+  if size < 1000:
+    return f"{int(size)} bytes"
+  for unit in ("kB", "MB", "GB", "TB"):
+    size /= 1000
+    if size < 1000 or unit == "TB":
+      break
+  return f"{size:.1f} {unit}"
+
+
+def free_space(folder: str | os.PathLike[str]) -> str:
+  """The space free to this user on the disk of `folder`, for a message (OSError if it cannot be asked)."""
+  info = os.statvfs(folder)
+  return human_size(info.f_bavail * info.f_frsize)
+
+
+_NO_SPACE = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
+_WRITING = re.compile(r"(?:writing|file|path)[ :='\"]+(/[^\s'\";,]+)", re.IGNORECASE)
+
+
+def no_space(error: BaseException) -> str | None:
+  """One line for an exception a full disk caused, found in its chain of causes, or None.
+
+  An OSError with ENOSPC (or EDQUOT) names its file; libraries that wrap it (ArrayRecord's RuntimeError, orbax's
+  and tensorstore's errors) keep at least the system's words for it, and often the path they were writing."""
+  seen: set[int] = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    text = str(error)
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT) or any(t in text for t in _NO_SPACE):
+      path = getattr(error, "filename", None) or next(iter(_WRITING.findall(text)), None)
+      folder = os.path.dirname(os.path.abspath(os.fspath(path))) if path else None
+      while folder and not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+      try:
+        free = f" ({free_space(folder)} free)" if folder else ""
+      except OSError:
+        free = ""
+      where = f"in {folder}{free} while writing {os.fspath(path)}" if path else "on a disk this command writes"
+      return (f"no space left {where} — free some space there (or write elsewhere) and run the command again; "
+              "nothing half-written is taken for complete")
+    error = error.__cause__ or error.__context__
+  return None
+
+
 def flags_help(flag_values: flags.FlagValues) -> str:
   """Each flag with its help and default, without absl's per-module headings (one module defines them all)."""
   modules = set(flag_values.flags_by_module_dict())
@@ -110,8 +159,9 @@ def run(main: Callable[[list[str]], int | None]) -> NoReturn:
   keep their defaults.
 
   `main` turns the library's exceptions for bad input (a `ConfigError`, a `DatasetNotBuiltError`, whose messages
-  say what to do) into `fail`; with --verbose, a failure also prints its traceback, with the exception that caused
-  it. Any other exception is a bug, and keeps Python's traceback."""
+  say what to do) into `fail`; an exception a full disk caused is turned into one here (`no_space`); with
+  --verbose, a failure also prints its traceback, with the exception that caused it. Any other exception is a bug,
+  and keeps Python's traceback."""
 
   def guarded(argv: list[str]) -> int | None:
     global _verbose
@@ -125,6 +175,13 @@ def run(main: Callable[[list[str]], int | None]) -> NoReturn:
     except BrokenPipeError:  # `... --help | head` closed stdout: stop quietly, as `cat` does
       os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not fail again
       raise SystemExit(1) from None
+    except Exception as error:  # a full disk, however deep in a library it was found, is one line too
+      message = no_space(error)
+      if message is None:
+        raise
+      if _verbose:
+        traceback.print_exception(error)
+      fail(message)
 
   app.run(guarded, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), list(argv))[1])
 

@@ -16,6 +16,7 @@ import numpy as np
 from absl import logging
 
 from capjax import evaluate as evaluate_lib
+from capjax import files
 from capjax import sharding
 from capjax import train
 from capjax import workdir as workdir_lib
@@ -114,6 +115,7 @@ def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
   if not paths:
     raise FileNotFoundError(f"no files match --images={pattern!r} — give a glob of image files, e.g. "
                             "--images='photos/*.jpg'")
+  files.refuse_special(paths, "--images", "image files")  # a FIFO would hang the read
   setup, params, vocab, step = load_trained(config, workdir, step)
   size, batch = config.dataset.image_size, config.eval.batch_size
   images, names, failed = [], [], {}

@@ -33,7 +33,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 from clu import metric_writers
 
-from capjax import config_util
+from capjax import cli, config_util
 from capjax import decode as decode_lib
 from capjax import distributed
 from capjax import evaluate as evaluate_lib
@@ -308,20 +308,6 @@ def checkpoint_bytes(state: TrainState) -> int:
   return sum(x.size * x.dtype.itemsize for x in leaves) + 2048 * len(leaves) + (64 << 10)
 
 
-def _mib(n: int) -> str:
-  return f"{n / (1 << 20):,.1f} MiB"
-
-
-def _no_space(error: BaseException | None) -> bool:
-  """Whether `error`, or an error it was raised from, is a full disk (orbax and tensorstore wrap ENOSPC in a
-  ValueError that keeps only its text)."""
-  while error is not None:
-    if isinstance(error, OSError) and error.errno == errno.ENOSPC or "No space left on device" in str(error):
-      return True
-    error = error.__cause__ or error.__context__
-  return False
-
-
 class _NoSpaceNoise(pylogging.Filter):
   """Drops the tracebacks of a full disk that orbax's writer threads and their asyncio tasks log (hundreds of
   lines, some at exit): `disk_full_is_one_error` reports it in one line."""
@@ -349,7 +335,7 @@ def disk_full_is_one_error(workdir: str, need: Callable[[], int]):
   try:
     yield
   except Exception as error:
-    if not _no_space(error):
+    if cli.no_space(error) is None:
       raise
     folder = os.path.join(os.path.abspath(workdir), "checkpoints")
     for partial in glob.glob(os.path.join(folder, "*.orbax-checkpoint-tmp*")):
@@ -365,8 +351,9 @@ class DiskFullError(ConfigError):
     free = shutil.disk_usage(workdir).free
     resume = (f"rerun the same command to resume from step {resume_step}" if resume_step is not None
               else "rerun the same command")
-    super().__init__(f"no space left on the disk of {workdir} ({_mib(free)} free; a checkpoint of this run needs "
-                     f"about {_mib(need)}) — free space there or pass a --workdir on a larger disk, then {resume}")
+    super().__init__(f"no space left on the disk of {workdir} ({cli.human_size(free)} free; a checkpoint of this run "
+                     f"needs about {cli.human_size(need)}) — free space there or pass a --workdir on a larger disk, "
+                     f"then {resume}")
 
 
 def ensure_space(workdir: str, need: int, saved: int | None) -> int:
@@ -464,7 +451,7 @@ def _close_checkpoints(mngr: ocp.CheckpointManager) -> None:
   try:
     mngr.close()
   except Exception as error:
-    if not _no_space(error):
+    if cli.no_space(error) is None:
       raise
 
 

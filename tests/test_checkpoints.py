@@ -249,8 +249,9 @@ def small_disk(tmp_path, four_steps):
 
 def _assert_disk_full(error: train.DiskFullError, workdir, kept: list[int]) -> None:
   resume = f"rerun the same command to resume from step {kept[-1]}" if kept else "rerun the same command"
-  assert re.fullmatch(rf"no space left on the disk of {workdir} \([\d.]+ MiB free; a checkpoint of this run needs "
-                      rf"about [\d.]+ MiB\) — free space there or pass a --workdir on a larger disk, then {resume}",
+  assert re.fullmatch(rf"no space left on the disk of {workdir} \([\d.]+ (bytes|kB|MB) free; a checkpoint of this "
+                      rf"run needs about [\d.]+ (kB|MB)\) — free space there or pass a --workdir on a larger disk, "
+                      rf"then {resume}",
                       str(error)), str(error)
   assert not list((workdir / "checkpoints").glob("*orbax-checkpoint-tmp*"))  # nothing half-written is left
   assert not (workdir / "run.lock").exists()

@@ -136,9 +136,10 @@ def run_command(argv, capsys) -> str:
 
 def test_command_bad_input(generator, tmp_path, capsys):
   directory = generate.save(generator, tmp_path / "gen")
-  assert "is not a generator checkpoint" in run_command([f"--generator={tmp_path}", "--input=x.jsonl"], capsys)
   empty = tmp_path / "empty.jsonl"
   empty.write_text("\n")
+  assert "--input=x.jsonl does not exist" in run_command([f"--generator={directory}", "--input=x.jsonl"], capsys)
+  assert "is not a generator checkpoint" in run_command([f"--generator={tmp_path}", f"--input={empty}"], capsys)
   assert "holds no (phrase, caption) pairs" in run_command([f"--generator={directory}", f"--input={empty}"], capsys)
   long = tmp_path / "long.tsv"
   long.write_text("in love\t" + " ".join(["a red circle"] * 10) + "\n")

@@ -9,6 +9,10 @@ Cases run in this process (`main(argv)` of each command, `SystemExit` caught) so
 capjax.main's config flag reads `sys.argv`, which is set to the same argv. A few subprocess cases check the real
 exit status and that `--verbose` adds the traceback.
 
+Besides bytes, a case's files may be `FIFO`, `NULL_DEVICE` (a character device node with /dev/null's numbers, made
+in the case's folder: no case touches the real /dev), or `symlink(target)` / `hard_link(target)` to another file
+of the folder. A case with a FIFO runs under an alarm, so that a read that blocks fails the case instead of hanging.
+
 Placeholders in the arguments: {t} the case's own folder (the files of `BASE_FILES` plus the case's), {a} shared
 assets (weight files and folders), {d} a built synthetic_scenes/tiny data dir, {dd:NAME} a copy of it in the case's
 folder damaged as `DAMAGED[NAME]` says, {r} the repository, {ro} a folder
@@ -27,6 +31,8 @@ import os
 import pathlib
 import re
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -64,8 +70,9 @@ CONVERT, EXTRACT, EXTRACT_TFDS = "capjax.tools.convert_weights", "capjax.tools.e
 HARVEST, PARAM_COUNT = "capjax.tools.harvest_alt_text", "capjax.tools.param_count"
 EMBED = "capjax.text_models.embed"
 STYLE_CLS, STYLE_PHRASES = "capjax.text_models.style_classifier", "capjax.text_models.style_phrases"
+GENERATE, AUGMENT = "capjax.erg.generate", "capjax.erg.augment"
 COMMANDS = (MAIN, BUILD, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, STYLE_LM, CONVERT, EXTRACT, EXTRACT_TFDS,
-            HARVEST, PARAM_COUNT, EMBED, STYLE_CLS, STYLE_PHRASES)
+            HARVEST, PARAM_COUNT, EMBED, STYLE_CLS, STYLE_PHRASES, GENERATE, AUGMENT)
 
 
 def _png() -> bytes:
@@ -104,6 +111,27 @@ BASE_FILES: dict[str, bytes] = {
     "gold.tsv": GOLD_HEADER + b"g1\tcapjax\tanimals\tA dog runs on the grass.\tdog runs on the grass\t\n",
     "lm.json": _json(StyleLanguageModel.train(["a dog runs on the grass", "a cat sleeps"], style="romantic").to_json()),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class Special:
+  """A file of a case's folder that is not bytes: `kind` is "fifo", "device", "symlink" or "hard_link" (to
+  `target`, a name in the folder)."""
+  kind: str
+  target: str = ""
+
+
+FIFO, NULL_DEVICE = Special("fifo"), Special("device")
+UTF16 = "1\tA brown dog runs on the grass.\n".encode("utf-16")           # with its byte-order mark
+UTF16_NO_BOM = "1\tA brown dog runs on the grass.\n".encode("utf-16-le")
+
+
+def symlink(target: str) -> Special:
+  return Special("symlink", target)
+
+
+def hard_link(target: str) -> Special:
+  return Special("hard_link", target)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +266,9 @@ MAIN_CASES = [
     case(MAIN, "eval-workdir-is-a-file", CONFIG, *TINY, "--mode=eval", "--workdir={t}/alt.tsv"),
     case(MAIN, "caption-untrained-workdir", CONFIG, *TINY, "--mode=caption", "--images={t}/images/*.png",
          "--workdir={t}/folder"),
+    case(MAIN, "caption-images-include-a-fifo", CONFIG, *TINY, "--mode=caption", "--images={t}/pics/*",
+         "--workdir={t}/folder", files={"pics/a.png": _png(), "pics/b.png": FIFO},
+         match="--images={t}/pics/b.png is a FIFO"),
     case(MAIN, "train-workdir-read-only", CONFIG, *TINY, "--workdir={ro}/w", match="--workdir"),
     case(MAIN, "train-workdir-is-a-file", CONFIG, *TINY, "--workdir={t}/alt.tsv", match="--workdir"),
     case(MAIN, "train-workdir-chmod", CONFIG, *TINY, "--workdir={t}/locked/w", files={"locked/.keep": b""},
@@ -347,6 +378,26 @@ PIPELINE_CASES = [
     case(PIPELINE, "output-is-the-input", "--input={t}/alt.tsv", "--output={t}/alt.tsv", match="overwrite"),
     case(PIPELINE, "output-is-the-input-by-another-path", "--input={t}/alt.tsv", "--output={t}/folder/../alt.tsv",
          match="overwrite"),
+    case(PIPELINE, "output-links-to-the-input", "--input={t}/alt.tsv", "--output={t}/link.jsonl",
+         files={"link.jsonl": symlink("alt.tsv")}, match="would overwrite --input="),
+    case(PIPELINE, "output-is-a-hard-link-of-the-input", "--input={t}/alt.tsv", "--output={t}/same.jsonl",
+         files={"same.jsonl": hard_link("alt.tsv")}, match="would overwrite --input="),
+    case(PIPELINE, "output-is-a-device", "--input={t}/alt.tsv", "--output={t}/null", files={"null": NULL_DEVICE},
+         match="is a character device, not a regular file", absent=("null.funnel.json",)),
+    case(PIPELINE, "output-is-a-fifo", "--input={t}/alt.tsv", "--output={t}/pipe", files={"pipe": FIFO},
+         match="is a FIFO", absent=("pipe.funnel.json",)),
+    case(PIPELINE, "output-ends-with-a-slash", "--input={t}/alt.tsv", "--output={t}/new/", match="is a directory",
+         absent=("new",)),
+    case(PIPELINE, "output-empty", "--input={t}/alt.tsv", "--output=", match="--output= is empty"),
+    case(PIPELINE, "output-is-the-root", "--input={t}/alt.tsv", "--output=/", match="--output=/ is a directory"),
+    case(PIPELINE, "input-is-a-fifo", "--input={t}/pipe.tsv", *OUT, files={"pipe.tsv": FIFO}, match="is a FIFO",
+         absent=NO_RESULT),
+    case(PIPELINE, "input-is-a-device", "--input={t}/null.tsv", *OUT, files={"null.tsv": NULL_DEVICE},
+         match="is a character device", absent=NO_RESULT),
+    case(PIPELINE, "input-utf16", "--input={t}/u.tsv", *OUT, files={"u.tsv": UTF16}, absent=NO_RESULT,
+         match="u.tsv is UTF-16, not UTF-8 — convert it with iconv -f UTF-16 -t UTF-8"),
+    case(PIPELINE, "input-utf16-without-bom", "--input={t}/u.tsv", *OUT, files={"u.tsv": UTF16_NO_BOM},
+         absent=NO_RESULT, match="is UTF-16, not UTF-8"),
     case(PIPELINE, "funnel-is-the-input", "--input={t}/out.funnel.json", "--output={t}/out.jsonl", match="overwrite"),
     case(PIPELINE, "output-is-a-folder", "--input={t}/alt.tsv", "--output={t}/folder", match="directory"),
     case(PIPELINE, "output-folder-missing", "--input={t}/alt.tsv", "--output={t}/nothing/result.jsonl",
@@ -386,6 +437,12 @@ STATS_CASES = [
     case(STATS, "file-missing", "{t}/missing.tsv", match="missing.tsv"),
     case(STATS, "file-is-a-folder", "{t}/folder", match="folder"),
     case(STATS, "file-chmod", "{t}/captions.tsv", chmod={"captions.tsv": 0o200}),
+    case(STATS, "file-is-a-fifo", "{t}/pipe.tsv", files={"pipe.tsv": FIFO}, match="pipe.tsv is a FIFO"),
+    case(STATS, "file-is-a-device", "{t}/null.tsv", files={"null.tsv": NULL_DEVICE},
+         match="null.tsv is a character device"),
+    case(STATS, "tsv-utf16", "{t}/u.tsv", files={"u.tsv": UTF16}, match="u.tsv is UTF-16"),
+    case(STATS, "jsonl-utf16-without-bom", "{t}/u.jsonl",
+         files={"u.jsonl": '{"kept": true, "caption": "a dog"}\n'.encode("utf-16-le")}, match="u.jsonl is UTF-16"),
     case(STATS, "tsv-not-utf8", "{t}/latin1.tsv", "--column=1", match="line 1"),
     case(STATS, "tsv-random-bytes", "{t}/random.bin", match="UTF-8"),
     case(STATS, "jsonl-not-utf8", "{t}/bad.jsonl", files={"bad.jsonl": b'{"kept": true, "caption": "caf\xe9"}\n'},
@@ -438,6 +495,10 @@ GOLD_CASES = [
     case(GOLD, "gold-chmod", "--gold={t}/gold.tsv", chmod={"gold.tsv": 0o200}),
     case(GOLD, "gold-not-utf8", "--gold={t}/bad.tsv", files={"bad.tsv": GOLD_HEADER + b"g\tc\tx\tcaf\xe9\tcafe\t\n"}),
     case(GOLD, "gold-random-bytes", "--gold={t}/random.bin"),
+    case(GOLD, "gold-is-a-fifo", "--gold={t}/pipe.tsv", files={"pipe.tsv": FIFO},
+         match="--gold={t}/pipe.tsv is a FIFO"),
+    case(GOLD, "gold-utf16", "--gold={t}/u.tsv", files={"u.tsv": (GOLD_HEADER + b"g1\tc\tanimals\tA dog.\tdog\t\n")
+                                                            .decode().encode("utf-16")}, match="is UTF-16"),
     case(GOLD, "gold-empty", "--gold={t}/empty.txt", match="no gold rows"),
     case(GOLD, "gold-header-only", "--gold={t}/bad.tsv", files={"bad.tsv": GOLD_HEADER}, match="no gold rows"),
     case(GOLD, "gold-wrong-header", "--gold={t}/captions.tsv", match="header"),
@@ -465,6 +526,12 @@ METRICS_CASES = [
     case(METRICS, "preds-missing", "{t}/refs.json", "{t}/missing.json", match="missing.json"),
     case(METRICS, "refs-is-a-folder", "{t}/folder", "{t}/preds.json", match="folder"),
     case(METRICS, "refs-chmod", "{t}/refs.json", "{t}/preds.json", chmod={"refs.json": 0o200}),
+    case(METRICS, "refs-is-a-fifo", "{t}/pipe.json", "{t}/preds.json", files={"pipe.json": FIFO},
+         match="pipe.json is a FIFO"),
+    case(METRICS, "preds-is-a-device", "{t}/refs.json", "{t}/null.json", files={"null.json": NULL_DEVICE},
+         match="null.json is a character device"),
+    case(METRICS, "lm-is-a-fifo", "{t}/refs.json", "{t}/preds.json", "--style=romantic", "--lm={t}/pipe.json",
+         files={"pipe.json": FIFO}, match="pipe.json is a FIFO"),
     case(METRICS, "refs-empty-file", "{t}/empty.txt", "{t}/preds.json", match="not JSON"),
     case(METRICS, "refs-random-bytes", "{t}/random.bin", "{t}/preds.json", match="random.bin"),
     case(METRICS, "preds-tsv", "{t}/refs.json", "{t}/captions.tsv", match="not JSON"),
@@ -530,6 +597,20 @@ STYLE_LM_CASES = [
     _style_lm("discount-not-a-number", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", "--discount=high",
               match="discount"),
     _style_lm("output-is-a-folder", "--sentences={t}/alt.tsv", "--output={t}/folder", match="directory"),
+    _style_lm("output-is-the-sentences", "--sentences={t}/alt.tsv", "--output={t}/alt.tsv",
+              match="would overwrite --sentences="),
+    _style_lm("output-links-to-the-sentences", "--sentences={t}/alt.tsv", "--output={t}/link.json",
+              files={"link.json": symlink("alt.tsv")}, match="would overwrite --sentences="),
+    _style_lm("output-is-a-device", "--sentences={t}/alt.tsv", "--output={t}/null", files={"null": NULL_DEVICE},
+              match="is a character device"),
+    _style_lm("output-is-a-fifo", "--sentences={t}/alt.tsv", "--output={t}/pipe", files={"pipe": FIFO},
+              match="is a FIFO"),
+    _style_lm("output-ends-with-a-slash", "--sentences={t}/alt.tsv", "--output={t}/out/", match="is a directory"),
+    _style_lm("output-empty", "--sentences={t}/alt.tsv", "--output=", match="--output= is empty"),
+    _style_lm("sentences-is-a-fifo", "--sentences={t}/pipe.txt", "--output={t}/out/lm.json",
+              files={"pipe.txt": FIFO}, match="--sentences={t}/pipe.txt is a FIFO"),
+    _style_lm("sentences-utf16", "--sentences={t}/u.txt", "--output={t}/out/lm.json", files={"u.txt": UTF16},
+              match="is UTF-16"),
     _style_lm("output-under-a-file", "--sentences={t}/alt.tsv", "--output={t}/empty.txt/lm.json", match="a file"),
     _style_lm("output-read-only", "--sentences={t}/alt.tsv", "--output={ro}/lm.json", match="--output"),
     _style_lm("output-folder-chmod", "--sentences={t}/alt.tsv", "--output={t}/locked/lm.json",
@@ -550,6 +631,12 @@ HUMAN_EVAL_CASES = [
     case(HUMAN_EVAL, "csv-not-utf8", "aggregate", "{t}/bad.csv",
          files={"bad.csv": b"image_id,rater,rating\ncaf\xe9,1,GOOD\n"}, match="bad.csv"),
     case(HUMAN_EVAL, "csv-random-bytes", "aggregate", "{t}/random.bin", match="random.bin"),
+    case(HUMAN_EVAL, "csv-is-a-fifo", "aggregate", "{t}/pipe.csv", files={"pipe.csv": FIFO},
+         match="pipe.csv is a FIFO"),
+    case(HUMAN_EVAL, "csv-utf16", "aggregate", "{t}/u.csv",
+         files={"u.csv": "image_id,rater,rating\n1,1,GOOD\n".encode("utf-16")}, match="u.csv is UTF-16"),
+    case(HUMAN_EVAL, "csv-with-a-utf8-bom-and-a-bad-rating", "aggregate", "{t}/bom.csv",
+         files={"bom.csv": b"\xef\xbb\xbfimage_id,rater,rating\n1,1,MAYBE\n"}, match="line 2"),  # not the header
     case(HUMAN_EVAL, "csv-wrong-header", "aggregate", "{t}/captions.tsv", match="header"),
     case(HUMAN_EVAL, "csv-header-only", "aggregate", "{t}/bad.csv", files={"bad.csv": b"image_id,rater,rating\n"},
          match="no ratings"),
@@ -640,6 +727,13 @@ CONVERT_CASES += [
              match="not readable JSON"),
     _convert("hf-config-heads", "hf_bert", "{t}/hf", files=_hf_bert(**{"config.json": _config(num_attention_heads=5)}),
              match="not divisible"),
+    case(CONVERT, "hf-output-is-the-input", "--format=hf_bert", "--input={t}/hf", "--output={t}/hf", files=_hf_bert(),
+         match="--output={t}/hf would overwrite --input={t}/hf — write the conversion to another directory"),
+    case(CONVERT, "hf-output-links-to-the-input", "--format=hf_bert", "--input={t}/hf", "--output={t}/link",
+         files=_hf_bert() | {"link": symlink("hf")}, match="would overwrite --input="),
+    _convert("input-is-a-fifo", "timm", "{t}/pipe.safetensors", files={"pipe.safetensors": FIFO}, match="is a FIFO"),
+    _convert("input-is-a-device", "keras", "{t}/null.h5", files={"null.h5": NULL_DEVICE},
+             match="is a character device"),
     _convert("hf-weights-truncated", "hf_bert", "{t}/hf", match="model.safetensors",
              files=_hf_bert(**{"model.safetensors": (HF_BERT / "model.safetensors").read_bytes()[:-100]})),
 ]
@@ -673,6 +767,17 @@ EMBED_CASES = [
     _embed("input-latin1", "--weights={a}/bert", "--input={t}/latin1.tsv", EMBED_OUT, match="UTF-8"),
     _embed("input-random-bytes", "--weights={a}/bert", "--input={t}/random.bin", EMBED_OUT, match="random.bin"),
     _embed("output-is-a-folder", "--weights={a}/bert", LINES, "--output={t}/folder", match="is a directory"),
+    _embed("output-is-the-input", "--weights={a}/bert", LINES, "--output={t}/alt.tsv",
+           match="would overwrite --input="),
+    _embed("output-links-to-the-input", "--weights={a}/bert", LINES, "--output={t}/link.npz",
+           files={"link.npz": symlink("alt.tsv")}, match="would overwrite --input="),
+    _embed("output-is-a-device", "--weights={a}/bert", LINES, "--output={t}/null.npz", files={"null.npz": NULL_DEVICE},
+           match="is a character device"),
+    _embed("output-ends-with-a-slash", "--weights={a}/bert", LINES, "--output={t}/new/", match="is a directory"),
+    _embed("input-is-a-fifo", "--weights={a}/bert", "--input={t}/pipe.txt", EMBED_OUT, files={"pipe.txt": FIFO},
+           match="--input={t}/pipe.txt is a FIFO"),
+    _embed("input-utf16", "--weights={a}/bert", "--input={t}/u.txt", EMBED_OUT, files={"u.txt": UTF16},
+           match="is UTF-16"),
     _embed("output-read-only", "--weights={a}/bert", LINES, "--output={ro}/e.npz", match="--output"),
     _embed("output-chmod", "--weights={a}/bert", LINES, "--output={t}/locked/e.npz", files={"locked/.keep": b""},
            chmod={"locked": 0o500}, match="--output"),
@@ -703,6 +808,10 @@ STYLE_CLS_CASES = [
                match="random.bin"),
     _style_cls("train-file-is-a-folder", "--train=romantic={t}/folder,factual={t}/alt.tsv", "--output={t}/m",
                match="is a directory"),
+    _style_cls("train-file-is-a-fifo", "--train=romantic={t}/pipe.txt,factual={t}/alt.tsv", "--output={t}/m",
+               files={"pipe.txt": FIFO}, match="--train=romantic={t}/pipe.txt is a FIFO"),
+    _style_cls("train-file-utf16", "--train=romantic={t}/u.txt,factual={t}/alt.tsv", "--output={t}/m",
+               files={"u.txt": UTF16}, match="is UTF-16"),
     _style_cls("init-missing", f"--train={ROM},factual={{t}}/alt.tsv", "--init={t}/nothing", "--output={t}/m",
                match="config.json is missing"),
     _style_cls("init-gpt2", f"--train={ROM},factual={{t}}/alt.tsv", "--init={a}/gpt2", "--output={t}/m",
@@ -737,6 +846,20 @@ STYLE_PHRASES_CASES = [
                    match="missing.txt"),
     _style_phrases("epsilon-one", "--model={a}/bert", "--epsilon=1", OUT, match="between 0 and 1"),
     _style_phrases("output-is-a-folder", "--model={a}/bert", "--output={t}/folder", match="is a directory"),
+    _style_phrases("output-is-the-sentences", "--model={a}/bert", "--sentences={t}/alt.tsv", "--style=romantic",
+                   "--output={t}/alt.tsv", match="--output={t}/alt.tsv would overwrite --sentences="),
+    _style_phrases("html-is-the-sentences", "--model={a}/bert", "--sentences={t}/alt.tsv", "--style=romantic", OUT,
+                   "--html={t}/alt.tsv", match="--html={t}/alt.tsv would overwrite --sentences="),
+    _style_phrases("html-is-the-output", "--model={a}/bert", OUT, "--html={t}/o.jsonl",
+                   match="--html={t}/o.jsonl would overwrite --output="),
+    _style_phrases("output-is-a-fifo", "--model={a}/bert", "--output={t}/pipe", files={"pipe": FIFO},
+                   match="is a FIFO"),
+    _style_phrases("html-is-a-device", "--model={a}/bert", OUT, "--html={t}/null.html",
+                   files={"null.html": NULL_DEVICE}, match="--html={t}/null.html is a character device"),
+    _style_phrases("sentences-is-a-fifo", "--model={a}/bert", "--sentences={t}/pipe.txt", "--style=romantic", OUT,
+                   files={"pipe.txt": FIFO}, match="is a FIFO"),
+    _style_phrases("sentences-utf16", "--model={a}/bert", "--sentences={t}/u.txt", "--style=romantic", OUT,
+                   files={"u.txt": UTF16}, match="is UTF-16"),
     _style_phrases("output-read-only", "--model={a}/bert", "--output={ro}/o.jsonl", match="--output"),
     *not_flags(STYLE_PHRASES, "--model={a}/bert", OUT),
 ]
@@ -780,6 +903,12 @@ EXTRACT_CASES = [
     case(EXTRACT, "output-is-an-input", "--weights={a}/metadata_only", "--images={t}/*.npz",
          "--output={t}/features.npz", match="features.npz"),
     case(EXTRACT, "earlier-output-kept-on-error", "--weights={t}/nothing", IMAGES, "--output={t}/features.npz"),
+    _extract("images-include-a-fifo", "--weights={a}/metadata_only", "--images={t}/pics/*", NPZ,
+             files={"pics/a.png": _png(), "pics/b.png": FIFO}, match="--images={t}/pics/b.png is a FIFO"),
+    case(EXTRACT, "output-is-a-device", "--weights={a}/metadata_only", IMAGES, "--output={t}/null.npz",
+         files={"null.npz": NULL_DEVICE}, match="is a character device"),
+    case(EXTRACT, "output-links-to-an-image", "--weights={a}/metadata_only", IMAGES, "--output={t}/link.npz",
+         files={"link.npz": symlink("images/a.png")}, match="would overwrite --images="),
     _extract("batch-size-zero", "--weights={a}/metadata_only", IMAGES, NPZ, "--batch_size=0", match="batch_size"),
     _extract("batch-size-negative", "--weights={a}/metadata_only", IMAGES, NPZ, "--batch_size=-4",
              match="batch_size"),
@@ -882,8 +1011,18 @@ HARVEST_CASES = [
     _harvest("one-of-two-inputs-missing", "--input={t}/page.html", "--input={t}/gone.warc", *HARVEST_OUT,
              match="gone.warc"),
     _harvest("input-chmod", "--input={t}/page.html", *HARVEST_OUT, chmod={"page.html": 0o200}),
-    case(HARVEST, "output-is-the-input", "--input={t}/page.html", "--output={t}/page.html", match="inputs"),
+    case(HARVEST, "output-is-the-input", "--input={t}/page.html", "--output={t}/page.html", match="would overwrite"),
     case(HARVEST, "output-is-a-folder", "--input={t}/page.html", "--output={t}/folder", match="directory"),
+    case(HARVEST, "output-links-to-the-input", "--input={t}/page.html", "--output={t}/link.tsv",
+         files={"link.tsv": symlink("page.html")}, match="would overwrite --input="),
+    case(HARVEST, "output-is-a-device", "--input={t}/page.html", "--output={t}/null.tsv",
+         files={"null.tsv": NULL_DEVICE}, match="is a character device"),
+    case(HARVEST, "output-is-a-fifo", "--input={t}/page.html", "--output={t}/pipe.tsv", files={"pipe.tsv": FIFO},
+         match="is a FIFO"),
+    _harvest("output-ends-with-a-slash", "--input={t}/page.html", "--output={t}/new/", match="is a directory"),
+    _harvest("output-empty", "--input={t}/page.html", "--output=", match="--output= is empty"),
+    _harvest("input-is-a-fifo", "--input={t}/pipe.html", *HARVEST_OUT, files={"pipe.html": FIFO},
+             match="--input={t}/pipe.html is a FIFO"),
     _harvest("output-folder-missing", "--input={t}/page.html", "--output={t}/nothing/result.tsv",
              match="does not exist"),
     _harvest("output-folder-read-only", "--input={t}/page.html", "--output={ro}/result.tsv"),
@@ -925,9 +1064,58 @@ PARAM_COUNT_CASES = [
     *not_flags(PARAM_COUNT, "--config={r}/configs/t2t.py:shapes"),
 ]
 
+# --- capjax.erg.generate and capjax.erg.augment -------------------------------------------------------------------
+# Every case stops before a model loads or a dataset is read: the paths are checked first.
+
+GEN = "--generator={t}/folder"  # no generator there: a case that got as far as loading it would say so
+PAIRS = {"pairs.tsv": b"in love\ta dog runs on the grass\n"}
+GENERATE_CASES = [
+    case(GENERATE, "train-without-output", "--train", match="--train needs --output"),
+    case(GENERATE, "generate-without-input", GEN, match="--input"),
+    case(GENERATE, "input-missing", GEN, "--input={t}/missing.tsv", match="missing.tsv does not exist"),
+    case(GENERATE, "input-is-a-folder", GEN, "--input={t}/folder", match="is a directory"),
+    case(GENERATE, "input-is-a-fifo", GEN, "--input={t}/pipe.tsv", files={"pipe.tsv": FIFO},
+         match="--input={t}/pipe.tsv is a FIFO"),
+    case(GENERATE, "input-is-a-device", GEN, "--input={t}/null.tsv", files={"null.tsv": NULL_DEVICE},
+         match="is a character device"),
+    case(GENERATE, "input-utf16", GEN, "--input={t}/u.tsv", files={"u.tsv": "in love\ta dog\n".encode("utf-16")},
+         match="is UTF-16, not UTF-8"),
+    case(GENERATE, "output-is-the-input", GEN, "--input={t}/pairs.tsv", "--output={t}/pairs.tsv", files=PAIRS,
+         match="--output={t}/pairs.tsv would overwrite --input={t}/pairs.tsv"),
+    case(GENERATE, "output-links-to-the-input", GEN, "--input={t}/pairs.tsv", "--output={t}/link.jsonl",
+         files=PAIRS | {"link.jsonl": symlink("pairs.tsv")}, match="would overwrite --input="),
+    case(GENERATE, "output-is-a-device", GEN, "--input={t}/pairs.tsv", "--output={t}/null.jsonl",
+         files=PAIRS | {"null.jsonl": NULL_DEVICE}, match="is a character device"),
+    case(GENERATE, "output-ends-with-a-slash", GEN, "--input={t}/pairs.tsv", "--output={t}/new/", files=PAIRS,
+         match="is a directory"),
+    case(GENERATE, "output-empty", GEN, "--input={t}/pairs.tsv", "--output=", files=PAIRS, match="is empty"),
+    case(GENERATE, "generator-not-trained", GEN, "--input={t}/pairs.tsv", files=PAIRS, match="--generator="),
+    *not_flags(GENERATE, GEN, "--input={t}/pairs.tsv"),
+]
+
+AUG = ("--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", "--style=romantic",
+       "--output_dataset=augmented", "--data_dir={t}/folder")  # nothing built there: no case reads a dataset
+AUGMENT_CASES = [
+    case(AUGMENT, "no-flags", match="are required"),
+    case(AUGMENT, "no-output-dataset", *AUG[:3], match="--output_dataset is required"),
+    case(AUGMENT, "output-data-dir-is-a-file", *AUG, "--output_data_dir={t}/alt.tsv", match="--output_data_dir"),
+    case(AUGMENT, "output-data-dir-is-a-device", *AUG, "--output_data_dir={t}/null", files={"null": NULL_DEVICE},
+         match="--output_data_dir"),
+    case(AUGMENT, "output-data-dir-read-only", *AUG, "--output_data_dir={ro}/tfds", match="--output_data_dir"),
+    case(AUGMENT, "save-retriever-is-a-file", *AUG, "--save_retriever={t}/alt.tsv", match="--save_retriever"),
+    case(AUGMENT, "lm-is-a-fifo", *AUG, "--lm={t}/pipe.json", files={"pipe.json": FIFO},
+         match="--lm={t}/pipe.json is a FIFO"),
+    case(AUGMENT, "lm-missing", *AUG, "--lm={t}/missing.json", match="--lm={t}/missing.json does not exist"),
+    case(AUGMENT, "lm-is-a-folder", *AUG, "--lm={t}/folder", match="is a directory"),
+    case(AUGMENT, "mode-unknown", *AUG, "--mode=x2y", match="mode"),
+    case(AUGMENT, "output-dataset-a-path", *AUG[:3], "--output_dataset=../escape", "--data_dir={t}/folder",
+         match="is not a TFDS name"),
+    *not_flags(AUGMENT, *AUG),
+]
+
 ALL_CASES = (MAIN_CASES + BUILD_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
              + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES
-             + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES)
+             + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES + GENERATE_CASES + AUGMENT_CASES)
 # Root writes through any file mode: there the cases of unreadable or unwritable files run in a pytest of their own
 # without the capabilities that allow it (test_file_mode_cases_without_root_s_capabilities).
 MODE_CASES = [c for c in ALL_CASES if c.values[0].chmod]
@@ -993,21 +1181,38 @@ def data_dir(tmp_path_factory) -> pathlib.Path:
   return directory
 
 
-def populate(folder: pathlib.Path, files: dict[str, bytes]) -> None:
-  for name, data in files.items():
+def populate(folder: pathlib.Path, files: dict[str, bytes | Special]) -> None:
+  """Writes `files` under `folder`: bytes first, then the `Special` files (links need their targets)."""
+  for name, data in sorted(files.items(), key=lambda item: isinstance(item[1], Special)):
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    if not isinstance(data, Special):
+      path.write_bytes(data)
+    elif data.kind == "fifo":
+      os.mkfifo(path)
+    elif data.kind == "device":
+      os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null's numbers, in the case's own folder
+    elif data.kind == "symlink":
+      path.symlink_to(folder / data.target)
+    else:
+      os.link(folder / data.target, path)
 
 
 def snapshot(root: pathlib.Path) -> dict[str, str]:
-  """sha256 of every file under `root`, by relative path."""
+  """sha256 of every regular file under `root`, by relative path; what anything else is (a FIFO, a device and its
+  numbers, where a symbolic link points), so that a device replaced by a file shows. Nothing but files is opened."""
   found = {}
   for folder, _, names in os.walk(root):
     for name in names:
       path = os.path.join(folder, name)
-      with open(path, "rb") as f:
-        found[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+      info = os.lstat(path)
+      if stat.S_ISLNK(info.st_mode):
+        found[os.path.relpath(path, root)] = f"symlink to {os.readlink(path)}"
+      elif stat.S_ISREG(info.st_mode):
+        with open(path, "rb") as f:
+          found[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+      else:
+        found[os.path.relpath(path, root)] = f"mode {stat.S_IFMT(info.st_mode):o} device {info.st_rdev}"
   return found
 
 
@@ -1046,6 +1251,10 @@ def expand(arg: str, places: dict[str, str]) -> str:
   return arg
 
 
+def _blocked(signum, frame):
+  raise TimeoutError("the command blocked for 60 s (reading a FIFO?)")
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_one_error_line_and_changes_nothing(case: Case, tmp_path, request, monkeypatch, capsys):
   folder = tmp_path / "case"
@@ -1067,9 +1276,15 @@ def test_bad_input_is_one_error_line_and_changes_nothing(case: Case, tmp_path, r
   for path, mode in case.chmod:
     os.chmod(folder / path, mode)
   capsys.readouterr()  # what the fixtures printed (the dataset build's progress)
+  blocking = any(data == FIFO for _, data in case.files)
+  if blocking:  # a read of the FIFO would wait for a writer forever: the alarm interrupts it
+    signal.signal(signal.SIGALRM, _blocked)
+    signal.alarm(60)
   try:
     code = invoke(case.command, argv, monkeypatch)
   finally:
+    if blocking:
+      signal.alarm(0)
     for path, _ in case.chmod:
       os.chmod(folder / path, 0o700)
   out, err = capsys.readouterr()
@@ -1078,7 +1293,7 @@ def test_bad_input_is_one_error_line_and_changes_nothing(case: Case, tmp_path, r
   lines = err.splitlines()
   assert len(lines) == 1, f"stderr is not one line: {err}"
   assert lines[0].startswith("error: ") and " — " in lines[0], lines[0]
-  assert case.match in lines[0]
+  assert expand(case.match, places) in lines[0]
   for root, old in zip(roots, before):
     new = snapshot(root)
     assert {k: v for k, v in new.items() if k in old} == old, f"a file under {root} was changed or removed"

@@ -73,8 +73,8 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
   cases = [
       (("aggregate", str(bad)), f"error: {bad}: line 3: rating 'MAYBE' is not GOOD or BAD — rate each image GOOD "
                                 "or BAD"),
-      (("aggregate", str(missing)), f"error: cannot read {missing}: No such file or directory — check the path and "
-                                    "its permissions"),
+      (("aggregate", str(missing)), f"error: {missing} does not exist — give the path of the ratings CSV a rating "
+                                    "sheet downloads"),
       (("aggregate",), usage),
       (("summarize", str(bad)), usage),
       (("aggregate", str(bad), "--raters=0"), "error: flag --raters=0: 0 is not a positive integer — see --help"),

@@ -195,8 +195,8 @@ def test_the_command_prints_the_stylized_metrics(files, capsys):
      "--output=DIR`"),
     (("--style=humorous", "--lm={lm}"), "the language model was trained on romantic sentences, not humorous ones — "
      "give the humorous model, or train one with `python -m capjax.metrics.stylized_lm --style=humorous`"),
-    (("--style=romantic", "--lm={dir}/missing.json"), "cannot read {dir}/missing.json: No such file or directory — "
-     "check the path and its permissions"),
+    (("--style=romantic", "--lm={dir}/missing.json"), "--lm={dir}/missing.json does not exist — give the path of a "
+     "language model (a file written by `python -m capjax.metrics.stylized_lm --sentences=FILE --output=LM.json`)"),
     (("--style=romantic", "--lm={dir}/refs.json"), "{dir}/refs.json is not a capjax language model (no \"format\": "
      "\"capjax.kneser_ney_lm\") — give a file written by `python -m capjax.metrics.stylized_lm --sentences=FILE "
      "--output=LM.json`"),

@@ -194,7 +194,7 @@ def test_embed_refuses_weights_it_cannot_use(bert_dir, tmp_path, capsys):
 
 def test_embed_refuses_text_that_is_not_utf8(bert_dir, tmp_path, capsys):
   status, _, err, source = embed_cli(bert_dir, b"caf\xe9\n", tmp_path, capsys)
-  assert status == 2 and err.startswith(f"error: --input={source} is not UTF-8 text")
+  assert status == 2 and err.startswith(f"error: --input={source} line 1: byte 4 (0xe9) is not UTF-8 — ")
 
 
 def test_mean_pool_ignores_padding():

@@ -210,7 +210,8 @@ def test_an_output_that_is_the_input_is_refused_before_writing(tmp_path, capsys)
   funnel_named.write_bytes(b"1\tA dog plays in the park.\n")
   output = tmp_path / "run.jsonl"
   assert _refused([f"--input={funnel_named}", f"--output={output}"], capsys) == (
-      f"error: --output={output} would overwrite --input={funnel_named} — write the output to another file\n")
+      f"error: --output={output} would overwrite --input={funnel_named} (its funnel, {funnel_named}) — write the "
+      "output to another file\n")
   assert source.read_bytes() == funnel_named.read_bytes() == b"1\tA dog plays in the park.\n"
   assert sorted(p.name for p in tmp_path.iterdir()) == ["alt.tsv", "hard.jsonl", "link.jsonl", "run.funnel.json",
                                                          "sub"]
@@ -224,9 +225,9 @@ def test_paths_and_values_the_run_cannot_use_are_refused_in_one_line(tmp_path, c
   out = tmp_path / "out.jsonl"
   cases = [
       ([f"--input={tmp_path / 'none.tsv'}", f"--output={out}"],
-       f"--input={tmp_path / 'none.tsv'} is not a file — give the path of an id<TAB>alt_text TSV"),
+       f"--input={tmp_path / 'none.tsv'} does not exist — give the path of an id<TAB>alt_text TSV"),
       ([f"--input={source}", f"--output={tmp_path / 'no' / 'out.jsonl'}"],
-       f"--output={tmp_path / 'no' / 'out.jsonl'}: directory {tmp_path / 'no'} does not exist — create it first"),
+       f"--output={tmp_path / 'no' / 'out.jsonl'}: the folder {tmp_path / 'no'} does not exist — create it first"),
       ([f"--input={source}", f"--output={tmp_path}"],
        f"--output={tmp_path} is a directory — give a file name, e.g. {tmp_path / 'out.jsonl'}"),
       ([f"--input={source}", f"--output={out}", f"--vocabulary={tmp_path / 'words.txt'}"],

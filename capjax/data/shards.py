@@ -12,6 +12,8 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
+from capjax import files
+
 
 def shard_ranges(num_examples: int, examples_per_shard: int) -> list[tuple[int, int]]:
   """[start, stop) index ranges of consecutive examples; at least one (possibly empty) shard, so that an empty split
@@ -37,9 +39,8 @@ def write_manifest(path: pathlib.Path, wanted: Mapping[str, Any]) -> None:
   if path.exists():
     return
   path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_suffix(f".tmp{os.getpid()}")
-  tmp.write_text(json.dumps(dict(wanted), indent=2, sort_keys=True) + "\n")
-  os.replace(tmp, path)
+  with files.writing(path, flag="--output_data_dir") as f:
+    f.write(json.dumps(dict(wanted), indent=2, sort_keys=True) + "\n")
 
 
 class ShardWriter:

@@ -332,7 +332,7 @@ def augment_dataset(*, stylized: str, factual: str, style: str, output_dataset: 
   bank = stylized_bank(stylized_source, style, extract, f"{stylized}:{stylized_split}")
   if lm_path:
     try:
-      lm = stylized_lm.StyleLanguageModel.load(lm_path)
+      lm = stylized_lm.StyleLanguageModel.load(lm_path, "--lm")
     except (OSError, ValueError) as error:
       raise AugmentError(f"--lm={lm_path}: {error}") from error
   else:
@@ -508,6 +508,9 @@ def main(argv: Sequence[str]) -> None:
   missing = [f"--{name}" for name in ("stylized", "factual", "style", "output_dataset") if not values[name].value]
   if missing:
     cli.fail(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required — see --help")
+  if values["lm"].value:  # read after the models load: a FIFO or a folder is refused now, not minutes later
+    from capjax import files  # noqa: PLC0415
+    files.input_file(values["lm"].value, "--lm", "a style LM file from `python -m capjax.metrics.stylized_lm`")
   data_dir = os.path.expanduser(values["data_dir"].value or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
   output_data_dir = values["output_data_dir"].value or data_dir
   cli.writable_dir(output_data_dir, "--output_data_dir")

@@ -491,10 +491,8 @@ def scene_pairs(num: int, seed: int = 0, split_index: int = 0) -> list[Pair]:
 def read_pairs(path: str) -> list[Pair]:
   """(phrase, factual caption) pairs from a JSONL file ({"phrase", "caption"} per line) or a TSV file
   (`phrase<TAB>caption`); a GeneratorError names the first bad line."""
-  try:
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
-  except (OSError, UnicodeDecodeError) as error:
-    raise GeneratorError(f"--input={path} cannot be read ({error}) — give a UTF-8 JSONL or TSV file") from error
+  from capjax import files  # noqa: PLC0415 (a FIFO, a device, text not UTF-8: an `error:` line)
+  lines = files.read_text(path, "--input", "a UTF-8 JSONL or TSV file").splitlines()
   pairs = []
   for number, line in enumerate(lines, 1):
     if not line.strip():
@@ -571,6 +569,10 @@ def main(argv: Sequence[str]) -> None:
       return
     if not values["generator"].value or not values["input"].value:
       cli.fail("generating needs --generator=DIR and --input=PAIRS.jsonl|.tsv (or --train to train) — see --help")
+    from capjax import files  # noqa: PLC0415
+    files.text_input(values["input"].value, "--input", "a UTF-8 JSONL or TSV file")  # before the generator loads
+    if values["output"].value is not None:  # checked before the generator loads: an input is never overwritten
+      files.output_file(values["output"].value, inputs={"--input": values["input"].value}, example="stylized.jsonl")
     try:
       generator = load(values["generator"].value)
     except GeneratorError as error:
@@ -580,7 +582,8 @@ def main(argv: Sequence[str]) -> None:
                                   values["top_p"].value, values["seed"].value)
     lines = [json.dumps({"phrase": p.phrase, "caption": p.content, "stylized": c}) for p, c in zip(pairs, captions)]
     if values["output"].value:
-      pathlib.Path(values["output"].value).write_text("\n".join(lines) + "\n", encoding="utf-8")
+      with files.writing(values["output"].value) as f:
+        f.write("\n".join(lines) + "\n")
     else:
       print("\n".join(lines))
   except GeneratorError as error:

@@ -19,7 +19,7 @@ from typing import Any
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.metrics.coco import DEFAULT_METRICS, METRICS, evaluate
 from capjax.metrics.stylized import STYLES, stylized_scores
 from capjax.metrics.stylized_lm import StyleLanguageModel
@@ -39,8 +39,7 @@ _STYLE_MODEL = flags.DEFINE_string("style_model", "", "With --style: the style c
 
 def _load_json(path: str, what: str) -> Any:
   """The JSON value in the file at `path`; a ValueError that names the file and says what is wrong with it."""
-  with open(path, "rb") as f:
-    raw = f.read()
+  raw = files.read_bytes(path, what=what)  # a FIFO or a device: an `error:` line, not a read that never ends
   try:
     return json.loads(raw)  # bytes: UTF-8 (a byte-order mark too), UTF-16 or UTF-32, as RFC 8259 allows
   except UnicodeDecodeError as error:
@@ -182,20 +181,20 @@ def _style_classifier(model_dir: str) -> Callable[[list[str]], list[str]]:
 
 def _stylized(refs: dict[Any, list[str]], preds: dict[Any, str]) -> dict[str, float | int]:
   classify = _style_classifier(_STYLE_MODEL.value) if _STYLE_MODEL.value else None
-  lm = StyleLanguageModel.load(_LM.value)
+  lm = StyleLanguageModel.load(_LM.value, "--lm")
   predicted = classify([preds[image] for image in refs if image in preds]) if classify else None
   return stylized_scores(refs, preds, _STYLE.value, lm, predicted, tokenize=_TOKENIZE.value)
 
 
 def main(argv: Sequence[str]) -> int:
-  files = cli.parse(_FLAGS, argv, __doc__, positional=True)
-  if len(files) != 2:
-    cli.fail(f"expected two files, REFS.json PREDS.json, got {len(files)} argument(s) — see --help")
+  paths = cli.parse(_FLAGS, argv, __doc__, positional=True)
+  if len(paths) != 2:
+    cli.fail(f"expected two files, REFS.json PREDS.json, got {len(paths)} argument(s) — see --help")
   _check_style_flags()
   try:
     metrics = parse_metrics(_METRICS.value)
-    refs, preds = load_references(files[0]), load_predictions(files[1])
-    check_id_types(refs, preds, files[0], files[1])
+    refs, preds = load_references(paths[0]), load_predictions(paths[1])
+    check_id_types(refs, preds, paths[0], paths[1])
     if _STYLE.value:
       scores = _stylized(refs, preds)
     else:

@@ -20,7 +20,7 @@ import numpy as np
 from absl import flags
 from PIL import Image
 
-from capjax import cli
+from capjax import cli, files
 
 RATINGS = ("GOOD", "BAD")
 
@@ -133,13 +133,12 @@ def main(argv: Sequence[str]) -> int:
   rows = []
   try:
     for path in args[1:]:
-      with open(path, encoding="utf-8", newline="") as f:
-        try:
-          rows += read_ratings(f)
-        except UnicodeDecodeError:
-          cli.fail(f"{path} is not UTF-8 text — give the ratings CSV as the rating sheet downloads it")
-        except ValueError as error:
-          cli.fail(f"{path}: {error}")
+      # One reader for every input: a FIFO or device refused, UTF-8 with or without a byte-order mark.
+      text = files.read_text(path, what="the ratings CSV a rating sheet downloads")
+      try:
+        rows += read_ratings(io.StringIO(text, newline=""))
+      except ValueError as error:
+        cli.fail(f"{path}: {error}")
     print(json.dumps(aggregate(rows, _RATERS.value)))
   except OSError as error:
     cli.fail(f"cannot read {error.filename}: {error.strerror} — check the path and its permissions")

@@ -43,7 +43,7 @@ from typing import Any
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.text import annotate
 from capjax.text.lines import read_lines, undecodable
 
@@ -192,16 +192,10 @@ class StyleLanguageModel:
             "tokenization": TOKENIZATION, "counts": by_order}
 
   def save(self, path: str | os.PathLike[str]) -> None:
-    """Writes the model as JSON (written whole to a temporary file, then renamed: never half a file)."""
-    temporary = f"{os.fspath(path)}.tmp"
-    try:
-      with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(self.to_json(), f, ensure_ascii=False, separators=(",", ":"))
-      os.replace(temporary, path)
-    except BaseException:
-      if os.path.exists(temporary):
-        os.remove(temporary)
-      raise
+    """Writes the model as JSON (written whole to a temporary file, then renamed: never half a file; a full disk
+    is one `error:` line, `capjax.files`)."""
+    with files.writing(path) as f:
+      json.dump(self.to_json(), f, ensure_ascii=False, separators=(",", ":"))
 
   @classmethod
   def from_json(cls, data: Any, where: str = "the language model") -> StyleLanguageModel:
@@ -241,10 +235,10 @@ class StyleLanguageModel:
     return cls(counts, order, float(discount), style, sentences)
 
   @classmethod
-  def load(cls, path: str | os.PathLike[str]) -> StyleLanguageModel:
-    """The model in the JSON file at `path`; a ValueError names the file and what is wrong (OSError if unreadable)."""
-    with open(path, "rb") as f:
-      raw = f.read()
+  def load(cls, path: str | os.PathLike[str], flag: str = "") -> StyleLanguageModel:
+    """The model in the JSON file at `path`; a ValueError names the file and what is wrong (a missing file, a FIFO,
+    a device: an `error:` line naming `flag`, `capjax.files`)."""
+    raw = files.read_bytes(path, flag, f"a language model ({_WRITTEN_BY})")
     try:
       data = json.loads(raw)
     except UnicodeDecodeError as error:
@@ -255,11 +249,12 @@ class StyleLanguageModel:
     return cls.from_json(data, os.fspath(path))
 
 
-def read_sentences(path: str | os.PathLike[str]) -> tuple[list[str], int]:
+def read_sentences(path: str | os.PathLike[str], flag: str = "") -> tuple[list[str], int]:
   """(sentences, blank lines skipped) of a UTF-8 text file of one sentence a line; a line that is not UTF-8 is a
-  ValueError naming it (training text is the user's own: a wrong encoding should be fixed, not guessed)."""
+  ValueError naming it (training text is the user's own: a wrong encoding should be fixed, not guessed), a FIFO,
+  a device or UTF-16 text an `error:` line naming `flag` (`read_lines`)."""
   sentences, blank = [], 0
-  for number, line in enumerate(read_lines(path), 1):
+  for number, line in enumerate(read_lines(path, flag=flag), 1):
     try:
       text = line.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -286,11 +281,10 @@ def main(argv: Sequence[str]) -> int:
   cli.parse(_FLAGS, argv, __doc__)
   if not 0 < _DISCOUNT.value < 1:
     cli.fail(f"--discount={_DISCOUNT.value} is not between 0 and 1 (exclusive) — give e.g. 0.75")
-  output = _OUTPUT.value
-  if os.path.isdir(output):
-    cli.fail(f"--output={output} is a directory — give a file name, e.g. {os.path.join(output, 'lm.json')}")
+  output = files.output_file(_OUTPUT.value, inputs={"--sentences": _SENTENCES.value}, example="lm.json",
+                             make_folder=True)
   try:
-    sentences, blank = read_sentences(_SENTENCES.value)
+    sentences, blank = read_sentences(_SENTENCES.value, "--sentences")
   except OSError as error:
     cli.fail(f"cannot read {error.filename}: {error.strerror} — check the path and its permissions")
   except ValueError as error:  # it names the file and the line
@@ -301,10 +295,7 @@ def main(argv: Sequence[str]) -> int:
     cli.fail(f"{_SENTENCES.value}: {error}")
   # Checked once the sentences are known to be good (counting them takes seconds): a bad file creates no folder.
   cli.writable_dir(os.path.dirname(os.path.abspath(output)), "--output's directory")
-  try:
-    model.save(output)
-  except OSError as error:
-    cli.fail(f"cannot write {output}: {error.strerror} — check the disk and the folder's permissions")
+  model.save(output)
   print(f"wrote {output}: order {model.order}, discount {model.discount}, {model.sentences:,} sentences "
         f"({blank:,} blank lines skipped), {sum(1 for n in model.counts if len(n) == 1):,} words in the vocabulary")
   return 0

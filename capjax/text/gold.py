@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 
 REJECT = "reject:"
 COLUMNS = ("id", "source", "category", "alt_text", "expected", "note")
@@ -93,8 +93,7 @@ def load(path: str | None = None) -> list[GoldRow]:
   if path is None:
     text = importlib.resources.files("capjax.text").joinpath("data", "gold.tsv").read_text(encoding="utf-8")
   else:
-    with open(path, encoding="utf-8") as f:
-      text = f.read()
+    text = files.read_text(path, "--gold", "a gold TSV")  # a FIFO, a device, UTF-16: an `error:` line
   return parse(text.splitlines())
 
 

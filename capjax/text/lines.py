@@ -1,6 +1,6 @@
 """The lines of a text file read as bytes: any line ending ("\\n", "\\r\\n", a lone "\\r"), a leading UTF-8
 byte-order mark dropped, and each line left for its reader to decode, so that one bad byte costs one row, never
-the whole file nor a silent U+FFFD.
+the whole file nor a silent U+FFFD. The file must be a regular file, and not UTF-16 or UTF-32 (`capjax.files`).
 
 Text mode would do the first two, but it decodes the whole stream: `errors="replace"` turns bad bytes into
 U+FFFD without a word, `errors="strict"` stops at the first one and cannot say on which line.
@@ -12,18 +12,22 @@ import os
 import re
 from collections.abc import Iterator
 
+from capjax import files
+
 BOM = b"\xef\xbb\xbf"
 _NEWLINE = re.compile(rb"\r\n|\r|\n")
 
 
-def read_lines(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+def read_lines(path: str | os.PathLike, chunk_size: int = 1 << 20, flag: str = "") -> Iterator[bytes]:
   """Every line of the file at `path`, without its line ending, in `chunk_size` reads (files of any size).
 
-  A file ending with a line ending has no empty last line; a blank line in the middle is an empty `bytes`.
+  A file ending with a line ending has no empty last line; a blank line in the middle is an empty `bytes`. A FIFO,
+  a device or text in UTF-16 is an `error:` line naming `flag` and the file, before the first line.
   """
-  with open(path, "rb") as f:
-    head = f.read(len(BOM))
-    pending = b"" if head == BOM else head
+  with files.open_input(path, flag) as f:
+    head = f.read(max(len(BOM), 4096))
+    files.refuse_other_encoding(head, path, flag)
+    pending = head.removeprefix(BOM)
     while chunk := f.read(chunk_size):
       data = pending + chunk
       # A "\r" at the end may be the first half of a "\r\n" cut by the read: it waits for the next chunk.

@@ -22,13 +22,12 @@ import os
 import pathlib
 import sys
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.text import concepts as concepts_lib
 from capjax.text import lines as lines_lib
 from capjax.text.annotate import Annotation, Annotator, normalize_text
@@ -200,21 +199,15 @@ def funnel_path(output: str) -> pathlib.Path:
   return path.with_name(path.name.removesuffix(".jsonl") + ".funnel.json")
 
 
-def _temporary_beside(path: str) -> str:
-  """A new name beside `path` that no other run uses and that does not look like a finished output."""
-  return f"{path}.{uuid.uuid4().hex[:8]}.partial"
-
-
 def run(input_path: str, output_path: str, config: PipelineConfig, log_every: int = 10_000,
         pipeline: TextPipeline | None = None) -> dict[str, Any]:
   """Two passes: per-example stages into a temporary file with concept counts, then concept pruning into a
-  second one, renamed to `output_path` (after the funnel) only when everything is written. An interrupted run
-  removes its `*.partial` files (a killed one leaves them) and never leaves a short output that looks complete.
-  (An output that is a symbolic link is written through: its target is replaced.)"""
-  output, funnel = os.path.realpath(output_path), os.path.realpath(funnel_path(output_path))
-  first_pass, second_pass = _temporary_beside(output), _temporary_beside(output)
-  funnel_temporary = _temporary_beside(funnel)
-  try:
+  second one, renamed to `output_path` (after the funnel) only when everything is written (`capjax.files`). An
+  interrupted run removes its `*.partial` files (a killed one leaves them) and never leaves a short output that
+  looks complete; a full disk is one `error:` line. (An output that is a symbolic link is written through: its
+  target is replaced.)"""
+  funnel = funnel_path(output_path)
+  with files.scratch(output_path) as first_pass:
     with open(first_pass, "x", encoding="utf-8") as out:  # before loading anything: an unwritable place fails now
       pipeline = pipeline or TextPipeline(config)
       counter = concepts_lib.ConceptCounts()
@@ -232,23 +225,17 @@ def run(input_path: str, output_path: str, config: PipelineConfig, log_every: in
         if log_every and n % log_every == 0:
           print(f"{n} candidates, {n / (time.time() - start):.0f}/s", file=sys.stderr)
     counts = counter.extract_output(accumulator)
-    with open(first_pass, encoding="utf-8") as f, open(second_pass, "x", encoding="utf-8") as out:
+    with open(first_pass, encoding="utf-8") as f, files.writing(output_path) as out:
       records = (Record.from_json(line) for line in f)
       for record in prune_records(records, counts, config.min_concept_count, pipeline.funnel):
         out.write(record.to_json() + "\n")
-    summary = pipeline.funnel.summary()
-    summary["concepts"] = {"distinct": len(counts),
-                           "rare": len(concepts_lib.rare_concepts(counts, config.min_concept_count)),
-                           "min_concept_count": config.min_concept_count}
-    summary["seconds"] = round(time.time() - start, 2)
-    with open(funnel_temporary, "x", encoding="utf-8") as out:
-      out.write(json.dumps(summary, indent=2) + "\n")
-    os.replace(funnel_temporary, funnel)
-    os.replace(second_pass, output)
-  finally:
-    for path in (first_pass, second_pass, funnel_temporary):
-      if os.path.exists(path):
-        os.remove(path)
+      summary = pipeline.funnel.summary()
+      summary["concepts"] = {"distinct": len(counts),
+                             "rare": len(concepts_lib.rare_concepts(counts, config.min_concept_count)),
+                             "min_concept_count": config.min_concept_count}
+      summary["seconds"] = round(time.time() - start, 2)
+      with files.writing(funnel, flag="--output's funnel") as out_funnel:  # renamed first: the output last
+        out_funnel.write(json.dumps(summary, indent=2) + "\n")
   return summary
 
 
@@ -267,22 +254,13 @@ _NO_SEED_ENTITIES = flags.DEFINE_boolean("no_seed_entities", False, "do not use 
 
 def check_paths(input_path: str, output_path: str, *tables: str | None) -> None:
   """Refuses, before any work, paths the run would fail on or that would destroy the input."""
-  if not os.path.isfile(input_path):
-    cli.fail(f"--input={input_path} is not a file — give the path of an id<TAB>alt_text TSV")
-  if not os.access(input_path, os.R_OK):
-    cli.fail(f"--input={input_path} is not readable — check its permissions")
-  for output in (output_path, str(funnel_path(output_path))):
-    if os.path.realpath(output) == os.path.realpath(input_path) or (
-        os.path.exists(output) and os.path.samefile(output, input_path)):
-      cli.fail(f"--output={output_path} would overwrite --input={input_path} — write the output to another file")
-  directory = os.path.dirname(os.path.realpath(output_path))
-  if os.path.isdir(output_path):
-    cli.fail(f"--output={output_path} is a directory — give a file name, e.g. "
-             f"{os.path.join(output_path, 'out.jsonl')}")
-  if not os.path.isdir(directory):
-    cli.fail(f"--output={output_path}: directory {directory} does not exist — create it first")
-  if not os.access(directory, os.W_OK):
-    cli.fail(f"--output={output_path}: directory {directory} is not writable — choose another place")
+  files.text_input(input_path, "--input", "an id<TAB>alt_text TSV")  # before the pipeline loads (seconds)
+  files.output_file(output_path, inputs={"--input": input_path}, example="out.jsonl")
+  funnel = str(funnel_path(output_path))
+  if files.same_file(funnel, input_path):
+    cli.fail(f"--output={output_path} would overwrite --input={input_path} (its funnel, {funnel}) — write the "
+             "output to another file")
+  files.output_file(funnel, "--output's funnel", example="out.funnel.json")
   for flag, path in zip(("--vocabulary", "--entities"), tables):
     if path is None:
       continue

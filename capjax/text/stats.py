@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.data import integrity
 from capjax.strings import as_str
 from capjax.text import lines as lines_lib
@@ -188,8 +188,7 @@ def _captions(paths: Sequence[str], counts: LineCounts, field: str = "") -> Iter
     raise UsageError("--field reads a --dataset's records — give --dataset, or --column for a FILE")
   if len(paths) != 1:
     raise UsageError("give one FILE.tsv / FILE.jsonl, or --dataset=NAME --split=SPLIT — see --help")
-  if not os.path.isfile(paths[0]):
-    raise UsageError(f"{paths[0]} does not exist — give the path of a caption TSV or pipeline .jsonl")
+  files.input_file(paths[0], what="a caption TSV or pipeline .jsonl")  # a FIFO or device is refused, not read
   if paths[0].endswith(".jsonl"):
     return read_kept_captions(paths[0], counts)
   return read_column(paths[0], _COLUMN.value, counts)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import os
-import pathlib
 import sys
 from collections.abc import Sequence
 
@@ -27,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import checkpoint, tokenizers
 
@@ -78,9 +77,10 @@ class Embedder:
     return embeddings.astype(np.float32), cut
 
 
-def read_lines(path: str | os.PathLike[str]) -> list[str]:
-  """The lines of a UTF-8 file (no line for a final newline); an empty or blank line is an InputError."""
-  text = pathlib.Path(path).read_text(encoding="utf-8")
+def read_lines(path: str | os.PathLike[str], flag: str = "") -> list[str]:
+  """The lines of a UTF-8 file (no line for a final newline); an empty or blank line is an InputError, a FIFO, a
+  device or text that is not UTF-8 an `error:` line naming `flag` (`capjax.files.read_text`)."""
+  text = files.read_text(path, flag, "a text file with one sentence per line")
   lines = text.split("\n")
   if lines and lines[-1] == "":
     lines.pop()
@@ -105,22 +105,11 @@ _BATCH = flags.DEFINE_integer("batch_size", 64, "sentences per forward pass", lo
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
-  if not os.path.isfile(_INPUT.value):
-    cli.fail(f"--input={_INPUT.value} is not a file — give a text file with one sentence per line")
-  output = pathlib.Path(_OUTPUT.value)
-  if output.is_dir():
-    cli.fail(f"--output={output} is a directory — give the path of the .npz file to write")
-  reason = cli.unwritable_reason(output.parent)  # before the work, not after it
-  if reason:
-    cli.fail(f"--output={output}: its folder {reason} — choose a folder you can write to")
+  output = files.output_file(_OUTPUT.value, inputs={"--input": _INPUT.value}, example="embeddings.npz")
   try:
-    lines = read_lines(_INPUT.value)
-  except UnicodeDecodeError as error:
-    cli.fail(f"--input={_INPUT.value} is not UTF-8 text ({error.reason} at byte {error.start}) — save it as UTF-8")
+    lines = read_lines(_INPUT.value, "--input")
   except InputError as error:
     cli.fail(f"--input={_INPUT.value}: {error} — write one sentence on every line (remove empty lines)")
-  except OSError as error:
-    cli.fail(f"--input={_INPUT.value} cannot be read ({error.strerror or error}) — give a readable text file")
   if not lines:
     cli.fail(f"--input={_INPUT.value} has no lines — give at least one sentence")
   try:
@@ -133,7 +122,7 @@ def main(argv: Sequence[str]) -> None:
     print(f"warning: {len(cut)} of {len(lines)} lines are longer than max_position_embeddings="
           f"{embedder.model.config.max_position_embeddings} tokens and were truncated (first: line {cut[0] + 1})",
           file=sys.stderr)
-  with open(output, "wb") as f:  # a file object: np.savez would add .npz to a name without it
+  with files.writing(output, "wb") as f:  # a file object: np.savez would add .npz to a name without it
     np.savez(f, embeddings=embeddings)
   print(f"wrote {embeddings.shape[0]} embeddings of dimension {embeddings.shape[1]} to {output}")
 

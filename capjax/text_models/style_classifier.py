@@ -35,7 +35,7 @@ import numpy as np
 import optax
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.scenes import stylized as scenes_stylized
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import checkpoint, tokenizers
@@ -290,13 +290,7 @@ def read_training(spec: str) -> dict[str, list[str]]:
     if not sep or not path:
       raise StyleModelError(f"--train entry {item!r} is not STYLE=FILE — write e.g. romantic=rom.txt,factual=f.txt")
     check_labels([label, FACTUAL if label != FACTUAL else STYLES[0]])
-    try:
-      lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-      raise StyleModelError(f"--train: {path} is not UTF-8 ({error.reason} at byte {error.start}) — save it as "
-                            "UTF-8") from error
-    except IsADirectoryError as error:
-      raise StyleModelError(f"--train: {path} is a directory — give a text file, one sentence per line") from error
+    lines = files.read_text(path, f"--train={label}", "a text file, one sentence per line").splitlines()
     data[label] = [line for line in lines if line.strip()]
   return data
 

@@ -26,7 +26,6 @@ import dataclasses
 import html
 import json
 import os
-import pathlib
 from collections.abc import Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -34,7 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.text_models import style_classifier as sc
 from capjax.text_models import tokenizers
 
@@ -251,12 +250,7 @@ _PHRASE = flags.DEFINE_enum("phrase", "minimal", PHRASE_MODES, "how many top wor
 
 
 def _lines(path: str, flag: str) -> list[str]:
-  try:
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
-  except UnicodeDecodeError as error:
-    cli.fail(f"{flag}={path} is not UTF-8 ({error.reason}) — save it as UTF-8")
-  except OSError as error:
-    cli.fail(f"{flag}={path} cannot be read ({error.strerror or error}) — give a readable text file")
+  lines = files.read_text(path, flag, "a text file with one sentence per line").splitlines()
   if (blank := next((i for i, line in enumerate(lines) if not line.strip()), None)) is not None:
     cli.fail(f"{flag}={path}: line {blank + 1} is empty — write one sentence on every line")
   if not lines:
@@ -275,11 +269,10 @@ def main(argv: Sequence[str]) -> None:
     cli.fail(f"unknown style {_STYLE.value!r} — choose one of {', '.join(sc.STYLES)}")
   if not 0 < _EPS.value < 1:
     cli.fail(f"--epsilon={_EPS.value} is not between 0 and 1 — the paper's is {EPSILON}")
-  for flag, path in (("--output", _OUTPUT.value), ("--html", _HTML.value)):
-    if path and os.path.isdir(path):
-      cli.fail(f"{flag}={path} is a directory — give the path of the file to write")
-    if path and (reason := cli.unwritable_reason(os.path.dirname(os.path.abspath(path)))):
-      cli.fail(f"{flag}={path}: its folder {reason} — choose a folder you can write to")
+  inputs = {"--sentences": _SENTENCES.value, "--heldout": _HELDOUT.value}
+  files.output_file(_OUTPUT.value, inputs=inputs, example="phrases.jsonl")
+  if _HTML.value:
+    files.output_file(_HTML.value, "--html", inputs={**inputs, "--output": _OUTPUT.value}, example="phrases.html")
   if _SENTENCES.value:
     sentences = _lines(_SENTENCES.value, "--sentences")
     heldout = _lines(_HELDOUT.value, "--heldout") if _HELDOUT.value else sentences
@@ -293,11 +286,12 @@ def main(argv: Sequence[str]) -> None:
     extractions = extractor.extract(sentences, styles)
   except (sc.StyleModelError, ValueError) as error:
     cli.fail(str(error))
-  with open(_OUTPUT.value, "w", encoding="utf-8") as f:
+  with files.writing(_OUTPUT.value) as f:
     for e in extractions:
       f.write(json.dumps(e.record()) + "\n")
   if _HTML.value:
-    pathlib.Path(_HTML.value).write_text(heatmap_html(extractions), encoding="utf-8")
+    with files.writing(_HTML.value, flag="--html") as f:
+      f.write(heatmap_html(extractions))
   layer, head = extractor.head
   print(f"wrote {len(extractions)} style phrases (layer {layer}, head {head}) to {_OUTPUT.value}")
 

@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.models import inception_resnet_v2 as irv2
 from capjax.text_models import checkpoint, hf_import
 from capjax.text_models.config import ConfigError
@@ -432,8 +432,11 @@ def main(argv: Sequence[str]) -> None:
   if kind and not os.path.isdir(_INPUT.value):
     cli.fail(f"--input={_INPUT.value} is not a directory — give the Hugging Face checkpoint directory (with "
              "model.safetensors and config.json)")
-  if not kind and not os.path.isfile(_INPUT.value):
-    cli.fail(f"--input={_INPUT.value} is not a file — give the downloaded {_FORMAT.value} weights file")
+  if not kind:
+    files.input_file(_INPUT.value, "--input", f"the downloaded {_FORMAT.value} weights file")
+  if files.same_file(_OUTPUT.value, _INPUT.value):
+    cli.fail(f"--output={_OUTPUT.value} would overwrite --input={_INPUT.value} — write the conversion to another "
+             "directory")
   cli.writable_dir(_OUTPUT.value, "--output")  # before the conversion, not after it
   try:
     metadata = (convert_hf if kind else convert)(_FORMAT.value, _INPUT.value, _OUTPUT.value)

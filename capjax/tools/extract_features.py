@@ -22,7 +22,7 @@ import numpy as np
 import tqdm
 from absl import flags, logging
 
-from capjax import cli
+from capjax import cli, files
 from capjax.data import preprocess
 from capjax.image import io as image_io
 from capjax.models import inception_resnet_v2 as irv2
@@ -159,19 +159,13 @@ _IMAGE_SIZE = flags.DEFINE_integer("image_size", irv2.IMAGE_SIZE, "square input 
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
-  output_dir = os.path.dirname(os.path.abspath(_OUTPUT.value))
-  if os.path.isdir(_OUTPUT.value) or not _OUTPUT.value.endswith(".npz"):
+  if not _OUTPUT.value.endswith(".npz"):
     cli.fail(f"--output={_OUTPUT.value} is not a .npz file name — e.g. --output=features.npz")
-  if not os.path.isdir(output_dir):
-    cli.fail(f"--output={_OUTPUT.value}: the folder {output_dir} does not exist — create it first")
-  unwritable = cli.unwritable_reason(output_dir)  # now, not when the features are done
-  if unwritable:
-    cli.fail(f"--output={_OUTPUT.value}: the folder {output_dir} {unwritable} — choose a folder you can write to")
   paths = sorted(glob.glob(_IMAGES.value, recursive=True))
   if not paths:
     cli.fail(f"no files match --images={_IMAGES.value!r} — give a glob of image files, e.g. 'photos/**/*.jpg'")
-  if os.path.exists(_OUTPUT.value) and any(os.path.samefile(path, _OUTPUT.value) for path in paths):
-    cli.fail(f"--output={_OUTPUT.value} is one of the --images — write the features to another file")
+  files.refuse_special(paths, "--images", "image files")  # a FIFO would hang the read
+  files.output_file(_OUTPUT.value, inputs={"--images": paths}, example="features.npz")
   try:
     metadata = irv2.read_metadata(_WEIGHTS.value)
     variables = irv2.load_converted(_WEIGHTS.value)
@@ -181,9 +175,8 @@ def main(argv: Sequence[str]) -> None:
   start = time.perf_counter()
   features = extract(paths, model, variables, _IMAGE_SIZE.value, _BATCH_SIZE.value, progress=True)
   seconds = time.perf_counter() - start
-  partial = _OUTPUT.value[:-len(".npz")] + ".partial.npz"  # renamed when whole: a killed run leaves no .npz
-  np.savez(partial, **features.arrays())
-  os.replace(partial, _OUTPUT.value)
+  with files.writing(_OUTPUT.value, "wb") as f:  # renamed when whole: a killed run leaves no .npz
+    np.savez(f, **features.arrays())
   print(f"{len(features.names)} images in {seconds:.1f}s ({len(features.names) / max(seconds, 1e-9):.1f} images/s, "
         f"compilation included); {len(features.skipped)} skipped; wrote {_OUTPUT.value}", file=sys.stderr)
 

@@ -24,7 +24,7 @@ from typing import BinaryIO
 from absl import flags
 from selectolax.lexbor import LexborHTMLParser
 
-from capjax import cli
+from capjax import cli, files
 
 HEADER = ("url", "caption", "page_url")
 HTML_SUFFIXES = (".html", ".htm")
@@ -103,8 +103,7 @@ def page_candidates(html: str, page_url: str, counts: collections.Counter,
 def html_file_pages(path: str) -> Iterator[tuple[str, bytes, bytes]]:
   """(page url, body, content type) of one saved page; its url is a <link rel=canonical> if it names one (saved
   pages often do), else the file's own file:// url."""
-  with open(path, "rb") as f:
-    body = f.read()
+  body = files.read_bytes(path, "--input", "an .html/.htm or .warc/.warc.gz file")
   match = re.search(rb"<link[^>]+rel=[\"']?canonical[\"']?[^>]*>", body[:65536], re.IGNORECASE)
   href = re.search(rb"href=[\"']?([^\"' >]+)", match.group(0), re.IGNORECASE) if match else None
   url = href.group(1).decode("utf-8", "replace") if href else file_uri(path)
@@ -150,7 +149,9 @@ def expand_inputs(patterns: Iterable[str]) -> list[str]:
   """The files the globs match, sorted, each an HTML or WARC file; raises HarvestError otherwise."""
   paths: list[str] = []
   for pattern in patterns:
-    found = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+    found = sorted(p for p in glob.glob(pattern, recursive=True) if not os.path.isdir(p))
+    for path in found:  # a FIFO or a device would hang the read: refused, naming it
+      files.input_file(path, "--input", "an .html/.htm or .warc/.warc.gz file")
     if not found:
       raise HarvestError(f"--input={pattern} matches no file — give a glob of .html/.htm or .warc/.warc.gz files")
     paths.extend(found)
@@ -164,7 +165,7 @@ def file_pages(path: str, counts: collections.Counter) -> Iterator[tuple[str, by
   if path.lower().endswith(HTML_SUFFIXES):
     yield from html_file_pages(path)
     return
-  with open(path, "rb") as f:
+  with files.open_input(path, "--input") as f:
     yield from warc_pages(f, counts)
 
 
@@ -191,19 +192,13 @@ def harvest(paths: Iterable[str], counts: collections.Counter,
 
 
 def write_tsv(rows: Iterable[tuple[str, str, str]], output: str) -> None:
-  """Writes a `.partial` file renamed to `output` when complete: an interrupted harvest leaves no TSV that looks
-  whole to img2dataset, and a failed one (an input it cannot read) removes its `.partial` (a killed one leaves it)."""
-  partial = output + ".partial"
-  try:
-    with open(partial, "w", encoding="utf-8", errors="replace", newline="\n") as f:
-      f.write("\t".join(HEADER) + "\n")
-      for row in rows:
-        f.write("\t".join(row) + "\n")
-  except BaseException:
-    if os.path.exists(partial):
-      os.remove(partial)
-    raise
-  os.replace(partial, output)
+  """Writes a temporary file renamed to `output` when complete (`capjax.files.writing`): an interrupted harvest
+  leaves no TSV that looks whole to img2dataset, and a failed one (an input it cannot read, a full disk) removes
+  it (a killed one leaves it)."""
+  with files.writing(output, errors="replace", newline="\n") as f:
+    f.write("\t".join(HEADER) + "\n")
+    for row in rows:
+      f.write("\t".join(row) + "\n")
 
 
 FLAGS = flags.FlagValues()
@@ -218,13 +213,7 @@ _MAX_ALT_CHARS = flags.DEFINE_integer("max_alt_chars", MAX_ALT_CHARS, "longer al
 def run(patterns: list[str], output: str, max_alt_chars: int = MAX_ALT_CHARS) -> dict[str, int]:
   """Harvests into `output`; returns the counts. Raises HarvestError on input it cannot start on."""
   paths = expand_inputs(patterns)
-  folder = os.path.dirname(os.path.abspath(output))
-  if not os.path.isdir(folder):
-    raise HarvestError(f"the output folder {folder} does not exist — create it or choose another --output")
-  if os.path.isdir(output):
-    raise HarvestError(f"--output={output} is a directory — name the TSV file to write")
-  if any(os.path.exists(output) and os.path.samefile(output, path) for path in paths):
-    raise HarvestError(f"--output={output} is one of the inputs — choose another file, the inputs are never written")
+  files.output_file(output, inputs={"--input": paths}, example="candidates.tsv")
   counts: collections.Counter = collections.Counter()
   write_tsv(harvest(paths, counts, max_alt_chars), output)
   return {k: counts[k] for k in COUNT_KEYS}
