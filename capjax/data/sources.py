@@ -154,6 +154,12 @@ def _variant_builder(config: ml_collections.ConfigDict):
         f"the feature variant {name!r} is not in {default_data_dir(config)} — to write it: {how}") from e
 
 
+def builder_config(config: ml_collections.ConfigDict):
+  """The TFDS builder config of `config`'s dataset (its sizes, for an embedded dataset), without building or reading
+  the dataset: a command checks its flags against it before any work."""
+  return _builder(config)[0].builder_config
+
+
 def prepare(config: ml_collections.ConfigDict):
   """The dataset's builder, after building it if it is embedded (no download) and missing; otherwise it
   checks that the dataset exists."""
@@ -367,6 +373,8 @@ def data_source(config: ml_collections.ConfigDict, split: str):
   if split.split("[", 1)[0] not in builder.info.splits:
     raise ConfigError(f"split {split!r} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
   source = builder.as_data_source(split=split)
+  if not len(source):  # an empty slice ("validation[:0]") would fail deep in grain or divide by zero in a metric
+    raise ConfigError(f"split {split!r} of {builder.name} holds no examples — choose a split or slice that has some")
   field = config.get("caption_field", "")
   style = config.get("style", "")
   if style:

@@ -126,7 +126,12 @@ def open_dataset(spec: str, split: str, data_dir: str, flag: str):
     raise AugmentError(f"{flag}={spec}: {error}") from error
   if split.split("[", 1)[0] not in builder.info.splits:
     raise AugmentError(f"{flag}={spec} has no split {split!r} — choose one of {sorted(builder.info.splits)}")
-  if builder.info.splits[split].num_examples == 0:  # TFDS opens no data source over zero records
+  try:
+    examples = builder.info.splits[split].num_examples
+  except ValueError as error:  # a slice beyond the split: "Requested slice [:4000] incompatible with 128 examples."
+    raise AugmentError(f"{flag}={spec}: split {split!r} does not fit ({error}) — choose a slice within the split's "
+                       f"{builder.info.splits[split.split('[', 1)[0]].num_examples:,} examples") from error
+  if examples == 0:  # TFDS opens no data source over zero records
     return builder, []
   return builder, builder.as_data_source(split=split)
 
@@ -501,6 +506,20 @@ def _flags():
   return values
 
 
+def check_filter_flags(values) -> None:
+  """The filters' thresholds, before any work: out of range, no pair passes and the dataset written is empty.
+  (`values`: parsed flags with max_perplexity, min_similarity and min_content; erg.demo has the last alone.)"""
+  from capjax import cli  # noqa: PLC0415
+  if "max_perplexity" in values:
+    cli.check_number("--max_perplexity", values["max_perplexity"].value, 0, low_open=True,
+                     hint=f" (the paper's {filters.MAX_PERPLEXITY:g})")
+  if "min_similarity" in values:
+    cli.check_number("--min_similarity", values["min_similarity"].value, -1, 1,
+                     hint=f", a cosine similarity (the paper's {filters.MIN_SIMILARITY:g})")
+  cli.check_number("--min_content", values["min_content"].value, 0, 1,
+                   hint=", a share of the factual caption's words (0: off)")
+
+
 def main(argv: Sequence[str]) -> None:
   from capjax import cli  # noqa: PLC0415
   values = _flags()
@@ -508,6 +527,7 @@ def main(argv: Sequence[str]) -> None:
   missing = [f"--{name}" for name in ("stylized", "factual", "style", "output_dataset") if not values[name].value]
   if missing:
     cli.fail(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required — see --help")
+  check_filter_flags(values)
   data_dir = os.path.expanduser(values["data_dir"].value or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
   output_data_dir = values["output_data_dir"].value or data_dir
   cli.writable_dir(output_data_dir, "--output_data_dir")

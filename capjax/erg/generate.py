@@ -554,14 +554,19 @@ def main(argv: Sequence[str]) -> None:
   from capjax import cli  # noqa: PLC0415
   values = _flags()
   cli.parse(values, argv, __doc__)
+  if values["learning_rate"].value is not None:  # 0 is a value (that trains nothing), not "unset"
+    cli.check_number("--learning_rate", values["learning_rate"].value, 0, low_open=True)
+  if values["top_p"].value is not None:
+    cli.check_number("--top_p", values["top_p"].value, 0, 1, low_open=True, hint=" (the probability mass to sample "
+                     "from)")
   try:
     if values["train"].value:
       if not values["output"].value:
         cli.fail("--train needs --output=DIR — give the directory to save the generator in")
       output = cli.writable_dir(values["output"].value, "--output")
       base = PAPER if values["weights"].value else SCRATCH
-      settings = dataclasses.replace(base, epochs=values["epochs"].value or base.epochs,
-                                     learning_rate=values["learning_rate"].value or base.learning_rate)
+      given = {k: values[k].value for k in ("epochs", "learning_rate") if values[k].value is not None}
+      settings = dataclasses.replace(base, **given)
       from capjax.text_models import checkpoint  # noqa: PLC0415
       try:
         generator = train(scene_pairs(values["num_train"].value), settings, values["weights"].value, log=True)

@@ -284,12 +284,16 @@ def read_training(spec: str) -> dict[str, list[str]]:
   """--train: `stylized_scenes` (its 1,000 train images) or STYLE=FILE,... (one sentence per line)."""
   if spec == "stylized_scenes":
     return stylized_scenes_sentences(0, 1_000)
-  data = {}
+  data, files = {}, {}
   for item in spec.split(","):
     label, sep, path = item.partition("=")
     if not sep or not path:
       raise StyleModelError(f"--train entry {item!r} is not STYLE=FILE — write e.g. romantic=rom.txt,factual=f.txt")
     check_labels([label, FACTUAL if label != FACTUAL else STYLES[0]])
+    if label in files:  # a dict would keep the last file and drop the first without a word
+      raise StyleModelError(f"--train names {label} twice ({files[label]} and {path}) — give one file per style "
+                            "(concatenate the two first)")
+    files[label] = path
     try:
       lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as error:
@@ -316,6 +320,8 @@ _LR = flags.DEFINE_float("learning_rate", None, "AdamW learning rate", lower_bou
 
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
+  if _LR.value is not None:
+    cli.check_number("--learning_rate", _LR.value, 0, low_open=True)
   try:  # every input is checked before --output is made: a run that stops at bad input writes nothing
     data = read_training(_TRAIN.value)
     labels = check_labels(list(data))
