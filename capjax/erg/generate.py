@@ -52,6 +52,7 @@ import numpy as np
 import optax
 
 from capjax import decode, tokens
+from capjax.text.lines import split_lines
 from capjax.text_models import gpt2 as gpt2_lib
 from capjax.text_models import tokenizers
 
@@ -492,7 +493,7 @@ def read_pairs(path: str) -> list[Pair]:
   """(phrase, factual caption) pairs from a JSONL file ({"phrase", "caption"} per line) or a TSV file
   (`phrase<TAB>caption`); a GeneratorError names the first bad line."""
   try:
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+    lines = split_lines(pathlib.Path(path).read_text(encoding="utf-8"))
   except (OSError, UnicodeDecodeError) as error:
     raise GeneratorError(f"--input={path} cannot be read ({error}) — give a UTF-8 JSONL or TSV file") from error
   pairs = []

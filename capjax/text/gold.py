@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from absl import flags
 
 from capjax import cli
+from capjax.text import lines as lines_lib
 
 REJECT = "reject:"
 COLUMNS = ("id", "source", "category", "alt_text", "expected", "note")
@@ -95,7 +96,7 @@ def load(path: str | None = None) -> list[GoldRow]:
   else:
     with open(path, encoding="utf-8") as f:
       text = f.read()
-  return parse(text.splitlines())
+  return parse(lines_lib.split_lines(text))
 
 
 def score(rows: Sequence[GoldRow], pipeline=None) -> Score:

@@ -28,6 +28,7 @@ import numpy as np
 from absl import flags
 
 from capjax import cli
+from capjax.text.lines import split_lines
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import checkpoint, tokenizers
 
@@ -80,11 +81,7 @@ class Embedder:
 
 def read_lines(path: str | os.PathLike[str]) -> list[str]:
   """The lines of a UTF-8 file (no line for a final newline); an empty or blank line is an InputError."""
-  text = pathlib.Path(path).read_text(encoding="utf-8")
-  lines = text.split("\n")
-  if lines and lines[-1] == "":
-    lines.pop()
-  lines = [line.removesuffix("\r") for line in lines]
+  lines = split_lines(pathlib.Path(path).read_text(encoding="utf-8"))
   for number, line in enumerate(lines, 1):
     if not line.strip():
       raise InputError(f"line {number} is {'blank' if line else 'empty'}")

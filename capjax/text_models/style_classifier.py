@@ -37,6 +37,7 @@ from absl import flags
 
 from capjax import cli
 from capjax.scenes import stylized as scenes_stylized
+from capjax.text.lines import split_lines
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import checkpoint, tokenizers
 
@@ -295,7 +296,7 @@ def read_training(spec: str) -> dict[str, list[str]]:
                             "(concatenate the two first)")
     files[label] = path
     try:
-      lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+      lines = split_lines(pathlib.Path(path).read_text(encoding="utf-8"))
     except UnicodeDecodeError as error:
       raise StyleModelError(f"--train: {path} is not UTF-8 ({error.reason} at byte {error.start}) — save it as "
                             "UTF-8") from error

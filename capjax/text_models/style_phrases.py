@@ -35,6 +35,7 @@ import numpy as np
 from absl import flags
 
 from capjax import cli
+from capjax.text.lines import split_lines
 from capjax.text_models import style_classifier as sc
 from capjax.text_models import tokenizers
 
@@ -252,7 +253,7 @@ _PHRASE = flags.DEFINE_enum("phrase", "minimal", PHRASE_MODES, "how many top wor
 
 def _lines(path: str, flag: str) -> list[str]:
   try:
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+    lines = split_lines(pathlib.Path(path).read_text(encoding="utf-8"))
   except UnicodeDecodeError as error:
     cli.fail(f"{flag}={path} is not UTF-8 ({error.reason}) — save it as UTF-8")
   except OSError as error:
