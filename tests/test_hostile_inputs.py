@@ -62,8 +62,10 @@ CONVERT, EXTRACT, EXTRACT_TFDS = "capjax.tools.convert_weights", "capjax.tools.e
 HARVEST, PARAM_COUNT = "capjax.tools.harvest_alt_text", "capjax.tools.param_count"
 EMBED = "capjax.text_models.embed"
 STYLE_CLS, STYLE_PHRASES = "capjax.text_models.style_classifier", "capjax.text_models.style_phrases"
+SHARDING_REPORT = "capjax.tools.sharding_report"
+GENERATE, AUGMENT, DEMO = "capjax.erg.generate", "capjax.erg.augment", "capjax.erg.demo"
 COMMANDS = (MAIN, BUILD, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, STYLE_LM, CONVERT, EXTRACT, EXTRACT_TFDS,
-            HARVEST, PARAM_COUNT, EMBED, STYLE_CLS, STYLE_PHRASES)
+            HARVEST, PARAM_COUNT, SHARDING_REPORT, EMBED, STYLE_CLS, STYLE_PHRASES, GENERATE, AUGMENT, DEMO)
 
 
 def _png() -> bytes:
@@ -80,6 +82,7 @@ REFS = {"images": [{"id": 1}, {"id": 2}],
         "annotations": [{"image_id": 1, "caption": "a dog runs"}, {"image_id": 2, "caption": "a cat sleeps"}]}
 PREDS = [{"image_id": 1, "caption": "a dog"}, {"image_id": 2, "caption": "a cat"}]
 GOLD_HEADER = b"id\tsource\tcategory\talt_text\texpected\tnote\n"
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000  # nested past Python's recursion limit
 
 # Every case's folder starts with these: inputs that are fine, earlier outputs, and the usual suspects.
 BASE_FILES: dict[str, bytes] = {
@@ -197,6 +200,21 @@ MAIN_CASES = [
     train("checkpoint-every-zero", CONFIG, *TINY, "--config.checkpoint_every=0", match="checkpoint_every"),
     train("steps-negative", CONFIG, *TINY, "--config.num_train_steps=-1", match="num_train_steps"),
     train("learning-rate-negative", CONFIG, *TINY, "--config.optimizer.learning_rate=-1", match="learning_rate"),
+    train("learning-rate-zero", CONFIG, *TINY, "--config.optimizer.learning_rate=0.0", match="learning_rate"),
+    train("learning-rate-nan", CONFIG, *TINY, "--config.optimizer.learning_rate=nan",
+          match="optimizer.learning_rate=nan is not a finite number"),
+    train("learning-rate-infinite", CONFIG, *TINY, "--config.optimizer.learning_rate=inf",
+          match="optimizer.learning_rate=inf is not a finite number"),
+    train("dropout-nan", CONFIG, *TINY, "--config.model.dropout_rate=nan", match="dropout_rate=nan"),
+    train("caption-tokens-beyond-memory", CONFIG, *TINY, "--config.max_caption_tokens=100000",
+          match="max_caption_tokens=100000 needs more memory than the run has"),
+    train("dataset-name-empty", CONFIG, *TINY, "--config.dataset.name=", match="dataset.name is empty"),
+    train("eval-split-empty-slice", CONFIG, *TINY, "--config.dataset.eval_split=validation[:0]",
+          match="split 'validation[:0]' of synthetic_scenes holds no examples"),
+    train("test-split-empty-slice", CONFIG, *TINY, "--config.dataset.test_split=test[5:5]",
+          match="split 'test[5:5]' of synthetic_scenes holds no examples"),
+    case(MAIN, "distributed-on-without-a-cluster", CONFIG, *TINY, "--distributed=on", "--workdir={t}/w",
+         match="--distributed=on but no cluster was detected"),
     train("min-count-negative", CONFIG, *TINY, "--config.vocab.min_count=-1", match="min_count"),
     train("caption-tokens-zero", CONFIG, *TINY, "--config.max_caption_tokens=0", match="max_caption_tokens"),
     train("keep-checkpoints-zero", CONFIG, *TINY, "--config.keep_checkpoints=0", match="keep_checkpoints"),
@@ -398,6 +416,10 @@ METRICS_CASES = [
     _metrics("lm-random-bytes", REFS, PREDS, "--style=romantic", "--lm={t}/random.bin", match="random.bin"),
     _metrics("lm-is-refs", REFS, PREDS, "--style=romantic", "--lm={t}/refs.json", match="language model"),
     _metrics("lm-of-another-style", REFS, PREDS, "--style=humorous", "--lm={t}/lm.json", match="romantic"),
+    _metrics("refs-nested-deep", raw_refs=DEEP_JSON, match="r.json is not the COCO format expected"),
+    _metrics("preds-nested-deep", raw_preds=DEEP_JSON, match="p.json is not the COCO format expected"),
+    case(METRICS, "lm-nested-deep", "{t}/refs.json", "{t}/preds.json", "--style=romantic", "--lm={t}/deep.json",
+         files={"deep.json": DEEP_JSON}, match="deep.json is not a style language model"),
 ]
 
 # --- capjax.metrics.stylized_lm ------------------------------------------------------------------------------------
@@ -424,6 +446,8 @@ STYLE_LM_CASES = [
               match="--discount"),
     _style_lm("discount-not-a-number", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", "--discount=high",
               match="discount"),
+    _style_lm("discount-nan", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", "--discount=nan",
+              match="--discount=nan is not a finite number"),
     _style_lm("output-is-a-folder", "--sentences={t}/alt.tsv", "--output={t}/folder", match="directory"),
     _style_lm("output-under-a-file", "--sentences={t}/alt.tsv", "--output={t}/empty.txt/lm.json", match="a file"),
     _style_lm("output-read-only", "--sentences={t}/alt.tsv", "--output={ro}/lm.json", match="--output"),
@@ -458,6 +482,10 @@ HUMAN_EVAL_CASES = [
          files={"bad.csv": b"image_id,rater,rating\n1,1,GOOD\n1,1,BAD\n"}, match="twice"),
     case(HUMAN_EVAL, "ratings-incomplete", "aggregate", "{t}/bad.csv",
          files={"bad.csv": b"image_id,rater,rating\n1,1,GOOD\n"}, match="lack"),
+    case(HUMAN_EVAL, "image-id-empty", "aggregate", "{t}/bad.csv",
+         files={"bad.csv": b"image_id,rater,rating\n1,1,GOOD\n,2,GOOD\n"}, match="line 3: the image_id is empty"),
+    case(HUMAN_EVAL, "image-id-blank", "aggregate", "{t}/bad.csv",
+         files={"bad.csv": b"image_id,rater,rating\n  ,1,BAD\n"}, match="line 2: the image_id is empty"),
     case(HUMAN_EVAL, "row-too-short", "aggregate", "{t}/bad.csv",
          files={"bad.csv": b"image_id,rater,rating\n1,1\n"}, match="line 2"),
     case(HUMAN_EVAL, "raters-zero", "aggregate", "{t}/ratings.csv", "--raters=0", match="raters"),
@@ -603,6 +631,10 @@ STYLE_CLS_CASES = [
     _style_cls("init-gpt2", f"--train={ROM},factual={{t}}/alt.tsv", "--init={a}/gpt2", "--output={t}/m",
                match="holds a gpt2 model"),
     _style_cls("epochs-zero", "--epochs=0", "--output={t}/m", match="epochs"),
+    _style_cls("train-style-twice", f"--train={ROM},romantic={{t}}/captions.tsv,factual={{t}}/gold.tsv",
+               "--output={t}/m", match="--train names romantic twice"),
+    _style_cls("learning-rate-zero", "--learning_rate=0", "--output={t}/m", match="--learning_rate=0.0 is impossible"),
+    _style_cls("learning-rate-nan", "--learning_rate=nan", "--output={t}/m", match="--learning_rate=nan"),
     *not_flags(STYLE_CLS, "--output={t}/m"),
 ]
 
@@ -631,6 +663,7 @@ STYLE_PHRASES_CASES = [
     _style_phrases("sentences-missing", "--model={a}/bert", "--sentences={t}/missing.txt", "--style=romantic", OUT,
                    match="missing.txt"),
     _style_phrases("epsilon-one", "--model={a}/bert", "--epsilon=1", OUT, match="between 0 and 1"),
+    _style_phrases("epsilon-nan", "--model={a}/bert", "--epsilon=nan", OUT, match="--epsilon=nan is not a finite"),
     _style_phrases("output-is-a-folder", "--model={a}/bert", "--output={t}/folder", match="is a directory"),
     _style_phrases("output-read-only", "--model={a}/bert", "--output={ro}/o.jsonl", match="--output"),
     *not_flags(STYLE_PHRASES, "--model={a}/bert", OUT),
@@ -731,6 +764,7 @@ EXTRACT_TFDS_CASES = [
     _tfds("examples-per-shard-negative", "--examples_per_shard=-1", match="examples_per_shard"),
     _tfds("dtype-unknown", "--dtype=float64", match="dtype"),
     _tfds("distributed-unknown", "--distributed=maybe", match="distributed"),
+    _tfds("distributed-on-without-a-cluster", "--distributed=on", match="no cluster was detected"),
     case(EXTRACT_TFDS, "output-data-dir-is-a-file", *TINY_SOURCE, "--weights={a}/metadata_only",
          "--output_data_dir={t}/alt.tsv", match="--output_data_dir"),
     case(EXTRACT_TFDS, "output-data-dir-read-only", *TINY_SOURCE, "--weights={a}/metadata_only",
@@ -778,6 +812,8 @@ HARVEST_CASES = [
              match="max_alt_chars"),
     _harvest("max-alt-chars-negative", "--input={t}/page.html", *HARVEST_OUT, "--max_alt_chars=-10",
              match="max_alt_chars"),
+    _harvest("max-record-bytes-zero", "--input={t}/page.html", *HARVEST_OUT, "--max_record_bytes=0",
+             match="max_record_bytes"),
     *not_flags(HARVEST, "--input={t}/page.html", *HARVEST_OUT),
 ]
 
@@ -805,12 +841,119 @@ PARAM_COUNT_CASES = [
          match="vocab_size"),
     case(PARAM_COUNT, "vocab-size-not-a-number", "--config={r}/configs/t2t.py:shapes", "--vocab_size=10k",
          match="vocab_size"),
+    case(PARAM_COUNT, "vocab-size-beyond-int32", "--config={r}/configs/t2t.py:shapes", "--vocab_size=3000000000",
+         match="does not fit int32 token ids"),
     *not_flags(PARAM_COUNT, "--config={r}/configs/t2t.py:shapes"),
+]
+
+# --- capjax.tools.sharding_report ----------------------------------------------------------------------------------
+
+SHAPES = "--config={r}/configs/t2t.py:shapes"
+SHARDING_REPORT_CASES = [
+    case(SHARDING_REPORT, "no-config", match="--config"),
+    case(SHARDING_REPORT, "config-missing", "--config={t}/missing.py", match="missing.py"),
+    case(SHARDING_REPORT, "config-mesh-has-a-free-axis", SHAPES, match="has a -1"),
+    case(SHARDING_REPORT, "mesh-not-axis-equals-size", SHAPES, "--mesh=data4", match="is not axis=size"),
+    case(SHARDING_REPORT, "mesh-unknown-axis", SHAPES, "--mesh=pipeline=2", match="pipeline=2"),
+    case(SHARDING_REPORT, "mesh-size-zero", SHAPES, "--mesh=data=0", match="not a positive size"),
+    case(SHARDING_REPORT, "vocab-size-zero", SHAPES, "--mesh=data=1", "--vocab_size=0", match="vocab_size"),
+    case(SHARDING_REPORT, "vocab-size-beyond-int32", SHAPES, "--mesh=data=1", "--vocab_size=3000000000",
+         match="--vocab_size=3000000000: a vocabulary of 3,000,000,000 words"),
+    case(SHARDING_REPORT, "top-negative", SHAPES, "--mesh=data=1", "--top=-1", match="top"),
+    case(SHARDING_REPORT, "config-field-impossible", "--config={r}/configs/t2t.py:shapes,batch=0", "--mesh=data=1",
+         match="batch_size"),
+    *not_flags(SHARDING_REPORT, SHAPES, "--mesh=data=1"),
+]
+
+# --- capjax.erg.generate -------------------------------------------------------------------------------------------
+# Every case stops before training, loading or generating: the flags' values are checked first.
+
+PAIRS = {"pairs.jsonl": b'{"phrase": "in love", "caption": "a dog runs on the grass"}\n'}
+
+
+def _generate(name: str, *args: str, match: str = "", **kw):
+  return case(GENERATE, name, *args, absent=("g",), match=match, **kw)
+
+
+GENERATE_CASES = [
+    _generate("learning-rate-zero", "--train", "--output={t}/g", "--learning_rate=0",
+              match="--learning_rate=0.0 is impossible — set --learning_rate to more than 0"),
+    _generate("learning-rate-nan", "--train", "--output={t}/g", "--learning_rate=nan", match="--learning_rate=nan"),
+    _generate("learning-rate-negative", "--train", "--output={t}/g", "--learning_rate=-0.1", match="learning_rate"),
+    _generate("epochs-zero", "--train", "--output={t}/g", "--epochs=0", match="epochs"),
+    _generate("num-train-zero", "--train", "--output={t}/g", "--num_train=0", match="num_train"),
+    _generate("train-without-output", "--train", match="--output"),
+    _generate("output-is-a-file", "--train", "--output={t}/alt.tsv", match="--output"),
+    _generate("top-p-zero", "--generator={t}/folder", "--input={t}/pairs.jsonl", "--top_p=0", files=PAIRS,
+              match="--top_p=0.0 is impossible"),
+    _generate("top-p-above-one", "--generator={t}/folder", "--input={t}/pairs.jsonl", "--top_p=1.5", files=PAIRS,
+              match="--top_p"),
+    _generate("top-p-nan", "--generator={t}/folder", "--input={t}/pairs.jsonl", "--top_p=nan", files=PAIRS,
+              match="--top_p=nan"),
+    _generate("beam-size-zero", "--generator={t}/folder", "--input={t}/pairs.jsonl", "--beam_size=0", files=PAIRS,
+              match="beam_size"),
+    _generate("generate-without-input", "--generator={t}/folder", match="--input"),
+    _generate("generator-not-a-generator", "--generator={t}/folder", "--input={t}/pairs.jsonl", files=PAIRS,
+              match="--generator="),
+    *not_flags(GENERATE, "--train", "--output={t}/g"),
+]
+
+# --- capjax.erg.augment --------------------------------------------------------------------------------------------
+
+AUGMENT_ARGS = ("--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", "--style=romantic",
+                "--output_dataset=erg", "--data_dir={t}/tfds", "--output_data_dir={t}/out")
+
+
+def _augment(name: str, *args: str, match: str = "", **kw):
+  return case(AUGMENT, name, *AUGMENT_ARGS, *args, absent=("out", "tfds"), match=match, **kw)
+
+
+AUGMENT_CASES = [
+    case(AUGMENT, "required-flags-missing", "--style=romantic", match="--stylized, --factual, --output_dataset are"),
+    _augment("min-similarity-nan", "--min_similarity=nan", match="--min_similarity=nan is not a finite number"),
+    _augment("min-similarity-above-one", "--min_similarity=1.5", match="--min_similarity=1.5 is impossible — set "
+             "--min_similarity in [-1, 1]"),
+    _augment("min-similarity-below-minus-one", "--min_similarity=-2", match="--min_similarity"),
+    _augment("max-perplexity-negative", "--max_perplexity=-1", match="--max_perplexity=-1.0 is impossible — set "
+             "--max_perplexity to more than 0"),
+    _augment("max-perplexity-zero", "--max_perplexity=0", match="--max_perplexity"),
+    _augment("max-perplexity-infinite", "--max_perplexity=inf", match="--max_perplexity=inf is not a finite number"),
+    _augment("min-content-two", "--min_content=2", match="--min_content=2.0 is impossible — set --min_content in "
+             "[0, 1]"),
+    _augment("min-content-negative", "--min_content=-0.5", match="--min_content"),
+    _augment("beam-size-zero", "--beam_size=0", match="beam_size"),
+    _augment("mode-unknown", "--mode=x2y", match="mode"),
+    *not_flags(AUGMENT, *AUGMENT_ARGS),
+]
+
+# --- capjax.erg.demo -----------------------------------------------------------------------------------------------
+# Every case stops before the first stage (the dataset build): the flags, the config and the sizes are checked
+# first. A failed start may leave its --workdir, empty.
+
+W = "--workdir={t}/w"
+DEMO_CASES = [
+    case(DEMO, "variants-unknown", W, "--variants=bogus", match="--variants=bogus: unknown config variant 'bogus'"),
+    case(DEMO, "variants-value-not-a-number", W, "--variants=steps=many", match="steps"),
+    case(DEMO, "variants-impossible-value", W, "--variants=batch=0", match="batch_size"),
+    case(DEMO, "tiny-with-default-sizes", W, "--dataset_config=tiny",
+         match="--original_images=100 is more than the 64 train images of stylized_scenes/tiny"),
+    case(DEMO, "factual-examples-beyond-the-split", W, "--dataset_config=tiny", "--original_images=0",
+         "--factual_captions=0", "--factual_examples=200", match="--factual_examples=200 is more than the 128"),
+    case(DEMO, "factual-captions-beyond-the-split", W, "--dataset_config=tiny", "--original_images=64",
+         "--factual_captions=129", "--factual_examples=128", match="--factual_captions=129"),
+    case(DEMO, "min-content-two", W, "--min_content=2", match="--min_content=2.0 is impossible"),
+    case(DEMO, "min-content-nan", W, "--min_content=nan", match="--min_content=nan"),
+    case(DEMO, "captioner-unknown", W, "--captioner=lstm", match="captioner"),
+    case(DEMO, "steps-negative", W, "--steps=-1", match="steps"),
+    case(DEMO, "style-model-not-a-classifier", W, "--style_model={t}/folder", match="--style_model"),
+    case(DEMO, "workdir-is-a-file", "--workdir={t}/alt.tsv", match="--workdir"),
+    *not_flags(DEMO, W),
 ]
 
 ALL_CASES = (MAIN_CASES + BUILD_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
              + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES
-             + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES)
+             + SHARDING_REPORT_CASES + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES + GENERATE_CASES
+             + AUGMENT_CASES + DEMO_CASES)
 # Root writes through any file mode: there the cases of unreadable or unwritable files run in a pytest of their own
 # without the capabilities that allow it (test_file_mode_cases_without_root_s_capabilities).
 MODE_CASES = [c for c in ALL_CASES if c.values[0].chmod]

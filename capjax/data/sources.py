@@ -372,9 +372,9 @@ def data_source(config: ml_collections.ConfigDict, split: str):
   builder = prepare(config)
   if split.split("[", 1)[0] not in builder.info.splits:
     raise ConfigError(f"split {split!r} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
-  source = builder.as_data_source(split=split)
-  if not len(source):  # an empty slice ("validation[:0]") would fail deep in grain or divide by zero in a metric
+  if builder.info.splits[split].num_examples == 0:  # "validation[:0]": TFDS fails on it with "Paths sequence ..."
     raise ConfigError(f"split {split!r} of {builder.name} holds no examples — choose a split or slice that has some")
+  source = builder.as_data_source(split=split)
   field = config.get("caption_field", "")
   style = config.get("style", "")
   if style:

@@ -218,14 +218,20 @@ def _text_encoder(spec: str, workdir: pathlib.Path) -> str:
   return str(converted)
 
 
-def check_options(options: Options, data_dir: str) -> None:
+def _paths(options: Options) -> tuple[pathlib.Path, str]:
+  """(the workdir, the TFDS data dir) of `options`, absolute."""
+  workdir = pathlib.Path(options.workdir).expanduser().resolve()
+  return workdir, str(pathlib.Path(options.data_dir or workdir / "data").expanduser().resolve())
+
+
+def check_options(options: Options) -> None:
   """Before any stage (they take minutes): the captioner's config loads (--variants) and its values are possible,
   and the image counts fit the splits of --dataset_config (TFDS refuses a slice beyond a split). A ConfigError
-  says which flag to change."""
+  says which flag to change. Nothing is written."""
   from capjax import config_util  # noqa: PLC0415
   from capjax.data import sources  # noqa: PLC0415
   try:
-    config = captioner_config(options, data_dir, "", "")
+    config = captioner_config(options, _paths(options)[1], "", "")
   except (FileNotFoundError, ValueError) as error:  # an unknown variant, a value that is not a number
     if isinstance(error, config_util.ConfigError):
       raise
@@ -257,9 +263,8 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
     if directory and not (pathlib.Path(directory) / marker).is_file():
       raise augment.AugmentError(f"{flag}={directory} has no {marker} — give a directory that the command making it "
                                  f"wrote, or drop {flag} to train one here")
-  workdir = pathlib.Path(options.workdir).expanduser().resolve()
-  data_dir = str(pathlib.Path(options.data_dir or workdir / "data").expanduser().resolve())
-  check_options(options, data_dir)
+  check_options(options)
+  workdir, data_dir = _paths(options)
   start = time.perf_counter()
   stage = Stage()
   workdir.mkdir(parents=True, exist_ok=True)
@@ -390,6 +395,10 @@ def main(argv: Sequence[str]) -> None:
   options = Options(**{f.name: values[f.name].value for f in dataclasses.fields(Options)})
   from capjax.erg.augment import check_filter_flags  # noqa: PLC0415
   check_filter_flags(values)
+  try:  # the flags' values before any work, and before anything is written
+    check_options(options)
+  except ConfigError as error:
+    cli.fail(str(error))
   cli.writable_dir(options.workdir, "--workdir")
   cli.quiet_library_logs()  # the captioners' step and validation logs, without orbax's and grain's
   from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415
