@@ -33,10 +33,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from capjax import distributed
 from capjax.metrics.stylized_lm import StyleLanguageModel
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-READ_ONLY = "/proc/capjax_ro"  # /proc takes no new entries: what a read-only mount is, for root as for anyone
+READ_ONLY = "/proc/capjax_ro"
+# What capjax and jax take for a cluster: capjax's variables, and those of jax's Open MPI and Kubernetes detection.
+CLUSTER_ENV = (*distributed.CLUSTER_ENV, "OMPI_MCA_orte_hnp_uri", "KUBERNETES_SERVICE_HOST")  # /proc takes no new entries: what a read-only mount is, for root as for anyone
 
 
 def _modes_bind() -> bool:
@@ -1083,6 +1086,8 @@ def test_bad_input_is_one_error_line_and_changes_nothing(case: Case, tmp_path, r
       roots.append(request.getfixturevalue(fixture))
       places[key] = str(roots[-1])
   argv = [case.command] + [expand(arg, places) for arg in case.args]
+  for name in CLUSTER_ENV:  # no case runs in a cluster: a SLURM or MPI job running the tests must not make one
+    monkeypatch.delenv(name, raising=False)
   before = [snapshot(root) for root in roots]
   monkeypatch.chdir(folder)  # a relative default (capjax.main's workdir/...) lands in the case's folder
   for path, mode in case.chmod:
