@@ -81,9 +81,14 @@ _LOWER_BOUNDS: tuple[tuple[str, float, bool], ...] = (
     ("max_caption_tokens", 1, True), ("vocab.min_count", 1, True), ("model.d_model", 1, True),
     ("model.mlp_dim", 1, True), ("model.num_heads", 1, True), ("model.encoder_layers", 0, True),
     ("model.decoder_layers", 0, True), ("model.vocab_multiple", 1, True), ("optimizer.learning_rate", 0, False),
-    ("optimizer.warmup_steps", 0, True), ("decode.beam_size", 1, True),
+    ("optimizer.warmup_steps", 0, True), ("decode.beam_size", 1, True), ("dataset.image_size", 1, True),
+    ("model.encoder.out_features", 1, True), ("eval.num_examples", 1, True), ("eval.gallery_size", 0, True),
+    ("eval.rating_sheet_size", 0, True), ("input.num_threads", 0, True), ("input.prefetch", 0, True),
+    ("decode.alpha", 0, True), ("optimizer.eps", 0, True), ("optimizer.grad_clip_norm", 0, True),
+    ("optimizer.initial_accumulator_value", 0, True), ("augment.crop_min_scale", 0, False),
 )
-_FRACTIONS = ("model.dropout_rate", "label_smoothing")  # in [0, 1)
+_FRACTIONS = ("model.dropout_rate", "label_smoothing", "optimizer.b1", "optimizer.b2")  # in [0, 1)
+_AT_MOST_ONE = ("augment.crop_min_scale",)  # a share of the image: (0, 1]
 
 
 def _field(config: ml_collections.ConfigDict, path: str):
@@ -164,6 +169,10 @@ def validate(config: ml_collections.ConfigDict, processes: int = 1, memory: int 
     value = _field(config, path)
     if value is not None:
       check_number(f"--config.{path}", value, 0, 1, high_open=True)
+  for path in _AT_MOST_ONE:
+    value = _field(config, path)
+    if value is not None:
+      check_number(f"--config.{path}", value, high=1)
   name = _field(config, "dataset.name")
   if isinstance(name, str) and not name.strip():
     raise ConfigError("dataset.name is empty — set --config.dataset.name to a dataset, e.g. synthetic_scenes or cc3m")

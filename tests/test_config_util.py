@@ -81,6 +81,13 @@ def _shapes(**fields):
     ({"optimizer__learning_rate": 0.0}, "--config.optimizer.learning_rate=0.0 is impossible — set "
                                         "--config.optimizer.learning_rate to more than 0"),
     ({"label_smoothing": 1.0}, "--config.label_smoothing=1.0 is impossible — set --config.label_smoothing in [0, 1)"),
+    ({"optimizer__b2": 1.0}, "--config.optimizer.b2=1.0 is impossible — set --config.optimizer.b2 in [0, 1)"),
+    ({"optimizer__grad_clip_norm": -1.0}, "--config.optimizer.grad_clip_norm=-1.0 is impossible"),
+    ({"augment__crop_min_scale": 0.0}, "--config.augment.crop_min_scale=0.0 is impossible — set "
+                                       "--config.augment.crop_min_scale to more than 0"),
+    ({"augment__crop_min_scale": 1.5}, "--config.augment.crop_min_scale=1.5 is impossible — set "
+                                       "--config.augment.crop_min_scale to at most 1"),
+    ({"eval__num_examples": 0}, "--config.eval.num_examples=0 is impossible"),
     ({"dataset__name": ""}, "dataset.name is empty — set --config.dataset.name to a dataset"),
     ({"dataset__name": "  "}, "dataset.name is empty"),
 ])
