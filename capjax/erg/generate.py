@@ -510,7 +510,7 @@ def read_pairs(path: str) -> list[Pair]:
       try:
         record = json.loads(line)
         phrase, caption = record["phrase"], record["caption"]
-      except (ValueError, KeyError, TypeError) as error:
+      except (ValueError, KeyError, TypeError, RecursionError) as error:  # RecursionError: nested thousands deep
         raise GeneratorError(f"--input={path} line {number} is not a JSON object with \"phrase\" and \"caption\" "
                              f"({type(error).__name__}: {error}) — write one such object per line, or a .tsv "
                              "file") from error

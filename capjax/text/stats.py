@@ -127,6 +127,9 @@ def read_kept_captions(path: str, counts: LineCounts | None = None) -> Iterator[
       row = json.loads(text)
     except json.JSONDecodeError as e:
       raise UsageError(f"{path} line {number} is not JSON ({e.msg}) — give a capjax.text.pipeline output") from e
+    except RecursionError as e:  # a line of arrays nested thousands deep
+      raise UsageError(f"{path} line {number} is nested deeper than the JSON parser follows — give a "
+                       "capjax.text.pipeline output") from e
     if not isinstance(row, dict):
       raise UsageError(f"{path} line {number} is not a JSON object — give a capjax.text.pipeline output")
     kept = row.get("kept")
