@@ -5,6 +5,9 @@ docstring as usage, and one error path for all of them.
 The error path: input a command cannot work with (a missing file, a bad flag value, a dataset that is not built)
 is one line on stderr, `error: <what is wrong> — <what to do>`, and exit status 2. A traceback means a bug, or that
 the user asked for one with `--verbose` (every command has it), which prints the stack of the expected failures too.
+
+Values: `parse` refuses a float flag that is NaN or infinite in every command (absl's bounds let NaN through);
+`check_number` gives a flag its range, with the check that config fields share (`config_util.check_number`).
 """
 
 from __future__ import annotations
