@@ -158,9 +158,6 @@ def validate(config: ml_collections.ConfigDict, processes: int = 1, memory: int 
   """Raises ConfigError naming the first field whose value no run can use (absent fields are not checked): a
   float field that is NaN or infinite, a value out of its range, an empty dataset name, a caption length whose
   attention (`attention_bytes`) exceeds the memory of `processes` machines like this one (or `memory` bytes)."""
-  for path, value in _numbers(config):
-    if not math.isfinite(value):
-      raise ConfigError(f"{path}={value} is not a finite number — set --config.{path} to a number")
   for path, low, inclusive in _LOWER_BOUNDS:
     value = _field(config, path)
     if value is not None:
@@ -173,6 +170,8 @@ def validate(config: ml_collections.ConfigDict, processes: int = 1, memory: int 
     value = _field(config, path)
     if value is not None:
       check_number(f"--config.{path}", value, high=1)
+  for path, value in _numbers(config):  # the float fields without a range of their own: finite at least
+    check_number(f"--config.{path}", value)
   name = _field(config, "dataset.name")
   if isinstance(name, str) and not name.strip():
     raise ConfigError("dataset.name is empty — set --config.dataset.name to a dataset, e.g. synthetic_scenes or cc3m")

@@ -75,9 +75,11 @@ def _shapes(**fields):
 
 @pytest.mark.parametrize("fields, message", [
     ({"optimizer__learning_rate": float("nan")},
-     "optimizer.learning_rate=nan is not a finite number — set --config.optimizer.learning_rate to a number"),
+     "--config.optimizer.learning_rate=nan is not a finite number — set --config.optimizer.learning_rate to more "
+     "than 0"),
     ({"optimizer__learning_rate": float("inf")}, "optimizer.learning_rate=inf is not a finite number"),
-    ({"model__dropout_rate": float("nan")}, "model.dropout_rate=nan is not a finite number"),
+    ({"model__dropout_rate": float("nan")}, "model.dropout_rate=nan is not a finite number — set "
+                                            "--config.model.dropout_rate in [0, 1)"),
     ({"optimizer__learning_rate": 0.0}, "--config.optimizer.learning_rate=0.0 is impossible — set "
                                         "--config.optimizer.learning_rate to more than 0"),
     ({"label_smoothing": 1.0}, "--config.label_smoothing=1.0 is impossible — set --config.label_smoothing in [0, 1)"),
