@@ -4,7 +4,7 @@ records, its src resolved against the page url and <base href>, deduplicated on 
 `python -m capjax.tools.harvest_alt_text --input=GLOB [--input=GLOB ...] --output=candidates.tsv
     [--max_record_bytes=16777216]`
 
-A page is read as a stream and only up to --max_record_bytes (16 MiB: a web page is rarely over 5 MB): a WARC
+A page is read as a stream and only up to --max_record_bytes (16 MiB, far above a page's HTML): a WARC
 record whose decompressed HTTP body is larger (a small .warc.gz can inflate to gigabytes), or an HTML file that is,
 is skipped and counted as `record_too_large`, its rest read through in blocks and dropped, so memory stays bounded
 by the cap whatever the input.
@@ -37,7 +37,7 @@ HTML_SUFFIXES = (".html", ".htm")
 WARC_SUFFIXES = (".warc", ".warc.gz")
 # Longer alt-texts are keyword dumps or pasted articles; the text stage would drop them at 1,000 characters anyway.
 MAX_ALT_CHARS = 10_000
-# The largest page body read, decompressed: HTTP Archive's median page's HTML is ~30 KB, its largest few MB.
+# The largest page body read, decompressed: hundreds of times a typical page's HTML (tens of KB).
 MAX_RECORD_BYTES = 16 << 20
 _WHITESPACE = re.compile(r"\s+")
 # Characters that would break a TSV row or that the URL parser removes (WHATWG: tab and newlines).
