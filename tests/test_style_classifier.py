@@ -177,6 +177,16 @@ def test_the_commands_train_and_extract(saved, tmp_path, capsys):
   assert (tmp_path / "out.html").read_text().count("<tr>") == 3
 
 
+def test_extraction_rows_match_the_input_lines_whatever_separators_a_sentence_holds(saved, tmp_path):
+  """str.splitlines split a sentence at U+2028 or a form feed: the output had more rows than the input lines."""
+  lines = ["a small red circle\u2028deeply in love", "a large blue square\x0cwith tender affection"]
+  (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  sp.main(["sp", f"--model={saved}", f"--sentences={tmp_path / 'in.txt'}", "--style=romantic",
+           f"--output={tmp_path / 'out.jsonl'}"])
+  records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").split("\n") if line]
+  assert [r["sentence"] for r in records] == lines
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--train=sarcastic={f}", "--output={d}/m"], "error: unknown style 'sarcastic' — choose from romantic, "
      "humorous, positive, negative, factual\n"),
