@@ -37,9 +37,9 @@ from capjax import distributed
 from capjax.metrics.stylized_lm import StyleLanguageModel
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-READ_ONLY = "/proc/capjax_ro"
+READ_ONLY = "/proc/capjax_ro"  # /proc takes no new entries: what a read-only mount is, for root as for anyone
 # What capjax and jax take for a cluster: capjax's variables, and those of jax's Open MPI and Kubernetes detection.
-CLUSTER_ENV = (*distributed.CLUSTER_ENV, "OMPI_MCA_orte_hnp_uri", "KUBERNETES_SERVICE_HOST")  # /proc takes no new entries: what a read-only mount is, for root as for anyone
+CLUSTER_ENV = (*distributed.CLUSTER_ENV, "OMPI_MCA_orte_hnp_uri", "KUBERNETES_SERVICE_HOST")
 
 
 def _modes_bind() -> bool:

@@ -89,8 +89,8 @@ def test_control_characters_and_escape_sequences_are_rejected_with_where(text, w
   assert STAGE_OF[Reason.CONTROL_CHARACTERS] == "input"
 
 
-@pytest.mark.parametrize("text", ["A dog runs on the grass", "A dog\truns on\r\nthe grass", "Café crème \u2014 naïve",
-                                  "A dog \u200b runs", "[31m is a room number"])
+@pytest.mark.parametrize("text", ["A dog runs on the grass", "A dog\truns on\r\nthe grass",
+                                  "Café crème \u2014 naïve", "A dog \u200b runs", "[31m is a room number"])
 def test_tabs_line_ends_and_printable_text_are_not_control_characters(text):
   assert control_characters(text) is None and first_control_character(text) is None
 

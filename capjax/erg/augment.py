@@ -498,8 +498,8 @@ def _flags():
   flags.DEFINE_integer("beam_size", 1, "the generator's beam (1: greedy)", lower_bound=1, flag_values=values)
   flags.DEFINE_float("max_perplexity", filters.MAX_PERPLEXITY, "the perplexity filter, more than 0 (the paper's 80)",
                      flag_values=values)
-  flags.DEFINE_float("min_similarity", filters.MIN_SIMILARITY, "the similarity filter, a cosine in [-1, 1] (the paper's "
-                     "0.6)",
+  flags.DEFINE_float("min_similarity", filters.MIN_SIMILARITY, "the similarity filter, a cosine in [-1, 1] "
+                     "(the paper's 0.6)",
                      flag_values=values)
   flags.DEFINE_float("min_content", filters.MIN_CONTENT, "the content filter: the share of the factual caption's "
                      "words a generated caption must keep in order, in [0, 1] (1.0: all; 0: off, the paper's)",

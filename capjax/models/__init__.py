@@ -56,9 +56,9 @@ def build(config: ml_collections.ConfigDict, vocab_size: int) -> nn.Module:
   """
   m = config.model
   rows = -(-vocab_size // m.vocab_multiple) * m.vocab_multiple
-  if not 0 < rows <= tokens.MAX_VOCAB_SIZE:  # a vocabulary of int32 ids; beyond, jax fails on an overflow deep in a trace
-    raise ConfigError(f"a vocabulary of {vocab_size:,} words (padded to {rows:,} rows) does not fit int32 token ids — "
-                      f"use at most {tokens.MAX_VOCAB_SIZE - m.vocab_multiple + 1:,} words")
+  if not 0 < rows <= tokens.MAX_VOCAB_SIZE:  # int32 ids; beyond, jax fails on an overflow deep in a trace
+    raise ConfigError(f"a vocabulary of {vocab_size:,} words (padded to {rows:,} rows) does not fit int32 token "
+                      f"ids — use at most {tokens.MAX_VOCAB_SIZE - m.vocab_multiple + 1:,} words")
   name = m.get("dtype", "float32")
   if name not in DTYPES:
     raise ValueError(f"model.dtype={name!r} is not one of {DTYPES}")
