@@ -7,6 +7,9 @@ is one line on stderr, `error: <what is wrong> — <what to do>`, and exit statu
 in the command (or the libraries it calls: orbax, TFDS, ArrayRecord) the write that found it was. A traceback
 means a bug, or that the user asked for one with `--verbose` (every command has it), which prints the stack of the
 expected failures too.
+
+Values: `parse` refuses a float flag that is NaN or infinite in every command (absl's bounds let NaN through);
+`check_number` gives a flag its range, with the check that config fields share (`config_util.check_number`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from absl import app, flags, logging
+
+from capjax import config_util
 
 HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull")
 VERBOSE_HELP = "On an error, print the traceback too (for bug reports; expected errors are one line without it)."
@@ -71,9 +76,23 @@ def parse(flag_values: flags.FlagValues, argv: Sequence[str], usage: str, positi
       fail(f"missing {', '.join(missing)} — see --help")
     fail(f"{'; '.join(str(error).splitlines())} — see --help")
   _verbose = flag_values["verbose"].value
+  for name in flag_values:  # absl's bounds let NaN through (every comparison with it is false): no float flag may be
+    value = flag_values[name].value  # NaN or infinite, whatever its own range
+    if isinstance(value, float):
+      check_number(f"--{name}", value)
   if len(rest) > 1 and not positional:
     fail(f"unexpected arguments {rest[1:]} — every input is a --flag, see --help")
   return rest[1:]
+
+
+def check_number(flag: str, value: float, low: float | None = None, high: float | None = None, *,
+                 low_open: bool = False, high_open: bool = False, hint: str = "") -> None:
+  """`config_util.check_number` for a flag (`flag` "--x"): a value that is NaN, infinite or outside the range is an
+  `error:` line, before any work."""
+  try:
+    config_util.check_number(flag, value, low, high, low_open=low_open, high_open=high_open, hint=hint)
+  except config_util.ConfigError as error:
+    fail(str(error))
 
 
 def unwritable_reason(path: str | os.PathLike[str]) -> str | None:

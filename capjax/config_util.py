@@ -1,13 +1,16 @@
 """Config helpers: the one way to load `configs/x.py:arg` (`load`), and the parsing of its `:arg` that rejects unknown
-variants early. `arg` is a comma-separated list of variant names and `key=value` pairs, as in big_vision.
+variants early. `arg` is a comma-separated list of variant names and `key=value` pairs, as in big_vision. `validate`
+checks a config's values before any work; `check_number` is the one check of a number (NaN, infinities, range) that
+config fields and command flags (`capjax.cli.check_number`) share.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import pathlib
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 import ml_collections
 
@@ -78,9 +81,15 @@ _LOWER_BOUNDS: tuple[tuple[str, float, bool], ...] = (
     ("max_caption_tokens", 1, True), ("vocab.min_count", 1, True), ("model.d_model", 1, True),
     ("model.mlp_dim", 1, True), ("model.num_heads", 1, True), ("model.encoder_layers", 0, True),
     ("model.decoder_layers", 0, True), ("model.vocab_multiple", 1, True), ("optimizer.learning_rate", 0, False),
-    ("optimizer.warmup_steps", 0, True), ("decode.beam_size", 1, True), ("max_steps_ahead", 1, True),
+    ("optimizer.warmup_steps", 0, True), ("decode.beam_size", 1, True), ("dataset.image_size", 1, True),
+    ("model.encoder.out_features", 1, True), ("eval.num_examples", 1, True), ("eval.gallery_size", 0, True),
+    ("eval.rating_sheet_size", 0, True), ("input.num_threads", 0, True), ("input.prefetch", 0, True),
+    ("decode.alpha", 0, True), ("optimizer.eps", 0, True), ("optimizer.grad_clip_norm", 0, True),
+    ("optimizer.initial_accumulator_value", 0, True), ("augment.crop_min_scale", 0, False),
+    ("max_steps_ahead", 1, True),
 )
-_FRACTIONS = ("model.dropout_rate", "label_smoothing")  # in [0, 1)
+_FRACTIONS = ("model.dropout_rate", "label_smoothing", "optimizer.b1", "optimizer.b2")  # in [0, 1)
+_AT_MOST_ONE = ("augment.crop_min_scale",)  # a share of the image: (0, 1]
 
 
 def _field(config: ml_collections.ConfigDict, path: str):
@@ -92,21 +101,94 @@ def _field(config: ml_collections.ConfigDict, path: str):
   return value
 
 
-def validate(config: ml_collections.ConfigDict) -> None:
-  """Raises ConfigError naming the first field whose value no run can use (absent fields are not checked)."""
+def check_number(name: str, value: float, low: float | None = None, high: float | None = None, *,
+                 low_open: bool = False, high_open: bool = False, hint: str = "") -> None:
+  """Raises ConfigError unless `value` is a finite number in [low, high] (an end excluded when `*_open`; None: no
+  bound). The one range check of config fields (`name` "--config.x") and command flags (`name` "--x"): NaN, which
+  every comparison lets through, and infinities are refused whatever the bounds. `hint` is added to what to do."""
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    raise ConfigError(f"{name}={value!r} is not a number — set {name} to a number{hint}")
+  if not math.isfinite(value):
+    bounds = _bounds(low, high, low_open, high_open) or " to a number"
+    raise ConfigError(f"{name}={value} is not a finite number — set {name}{bounds}{hint}")
+  if (low is not None and (value < low or (low_open and value == low))) or (
+      high is not None and (value > high or (high_open and value == high))):
+    raise ConfigError(f"{name}={value} is impossible — set {name}{_bounds(low, high, low_open, high_open)}{hint}")
+
+
+def _bounds(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+  """' in [0, 1)', ' to at least 1', ' to more than 0', ' to at most 5', or '' without bounds."""
+  if low is not None and high is not None:
+    return f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+  if low is not None:
+    return f" to {'more than' if low_open else 'at least'} {low:g}"
+  if high is not None:
+    return f" to {'less than' if high_open else 'at most'} {high:g}"
+  return ""
+
+
+def _numbers(config: ml_collections.ConfigDict, prefix: str = "") -> Iterator[tuple[str, float]]:
+  """(dotted path, value) of every float field, nested ones too."""
+  for key, value in config.items():
+    if isinstance(value, ml_collections.ConfigDict):
+      yield from _numbers(value, f"{prefix}{key}.")
+    elif isinstance(value, float):
+      yield f"{prefix}{key}", value
+
+
+def machine_memory() -> int | None:
+  """This machine's physical memory in bytes (None where the OS does not say)."""
+  try:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+  except (ValueError, OSError, AttributeError):
+    return None
+
+
+def attention_bytes(config: ml_collections.ConfigDict) -> int | None:
+  """The estimate the caption length is checked with: one layer's decoder self-attention scores for one training
+  batch, float32: batch_size x num_heads x (max_caption_tokens + 1)^2 x 4 bytes. Training holds several such
+  tensors per layer, so a length whose single tensor exceeds the memory of every process together cannot run,
+  however the batch is split (None for a model without attention heads)."""
+  heads, tokens, batch = (_field(config, f) for f in ("model.num_heads", "max_caption_tokens", "batch_size"))
+  if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (heads, tokens, batch)):
+    return None
+  return batch * heads * (tokens + 1) ** 2 * 4
+
+
+def validate(config: ml_collections.ConfigDict, processes: int = 1, memory: int | None = None) -> None:
+  """Raises ConfigError naming the first field whose value no run can use (absent fields are not checked): a
+  float field that is NaN or infinite, a value out of its range, an empty dataset name, a caption length whose
+  attention (`attention_bytes`) exceeds the memory of `processes` machines like this one (or `memory` bytes)."""
   for path, low, inclusive in _LOWER_BOUNDS:
     value = _field(config, path)
-    if value is not None and (value < low or (value == low and not inclusive)):
-      bound = f"at least {low}" if inclusive else f"more than {low}"
-      raise ConfigError(f"{path}={value} is impossible — set --config.{path} to {bound}")
+    if value is not None:
+      check_number(f"--config.{path}", value, low, low_open=not inclusive)
   for path in _FRACTIONS:
     value = _field(config, path)
-    if value is not None and not 0 <= value < 1:
-      raise ConfigError(f"{path}={value} is impossible — set --config.{path} in [0, 1)")
+    if value is not None:
+      check_number(f"--config.{path}", value, 0, 1, high_open=True)
+  for path in _AT_MOST_ONE:
+    value = _field(config, path)
+    if value is not None:
+      check_number(f"--config.{path}", value, high=1)
+  for path, value in _numbers(config):  # the float fields without a range of their own: finite at least
+    check_number(f"--config.{path}", value)
+  name = _field(config, "dataset.name")
+  if isinstance(name, str) and not name.strip():
+    raise ConfigError("dataset.name is empty — set --config.dataset.name to a dataset, e.g. synthetic_scenes or cc3m")
   _validate_mesh(config)
   heads, d = _field(config, "model.num_heads"), _field(config, "model.d_model")
   if heads and d and _field(config, "model.name") == "t2t" and d % heads:
     raise ConfigError(f"model.d_model={d} is not divisible by model.num_heads={heads} — choose a d_model that is")
+  needed = attention_bytes(config)
+  if memory is None and (machine := machine_memory()):
+    memory = machine * processes
+  if needed is not None and memory and needed > memory:
+    raise ConfigError(
+        f"max_caption_tokens={_field(config, 'max_caption_tokens')} needs more memory than the run has: one layer's "
+        f"attention scores for one batch alone take {needed / 2**30:,.0f} GiB (estimate: batch_size x num_heads x "
+        f"(max_caption_tokens + 1)^2 x 4 bytes), {processes} process(es) have {memory / 2**30:,.0f} GiB — set "
+        "--config.max_caption_tokens to the caption length the data needs (capjax.text.stats prints tokens_p95)")
 
 
 MESH_SIZES = ("data", "fsdp", "model")  # capjax.sharding.MESH_AXES; dcn_<axis>: the same axis across TPU slices

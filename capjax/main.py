@@ -105,7 +105,10 @@ def main(argv: Sequence[str]) -> None:
   # Imported here rather than at the top: `--help` and flag errors answer without loading jax and TensorFlow, and
   # jax.distributed starts before any module can touch a backend.
   from capjax import distributed  # noqa: PLC0415
-  distributed.maybe_initialize(_DISTRIBUTED.value)
+  try:
+    distributed.maybe_initialize(_DISTRIBUTED.value)
+  except distributed.NoClusterError as error:
+    cli.fail(str(error))
   from capjax import inference, train  # noqa: PLC0415
   from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415
   config = _CONFIG.value

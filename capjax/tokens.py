@@ -9,6 +9,10 @@ PAD, BOS, EOS, UNK = "<PAD>", "<BOS>", "<EOS>", "<UNK>"
 SPECIALS: tuple[str, ...] = (PAD, BOS, EOS, UNK)  # the first four words of every vocabulary, in id order
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(len(SPECIALS))
 
+# Token ids are int32 (the decoder's inputs, the vocabulary's ids): an embedding table, padding rows included, has
+# at most this many rows.
+MAX_VOCAB_SIZE = 2**31 - 1
+
 FACTUAL = "factual"  # the style of plain captions, in a captioner conditioned on styles
 
 

@@ -436,7 +436,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   Returns {"metrics": test metrics, "outputs": {kind: path}}. A SIGTERM or SIGINT during training instead saves
   the current step and returns {"metrics": {}, "outputs": {}, "interrupted_at": step}: the same command resumes.
   """
-  config_util.validate(config)  # impossible values (batch 0, log_every 0) fail before any work
+  config_util.validate(config, jax.process_count())  # impossible values (batch 0, NaN, a caption too long) fail first
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
   if config.dataset.get("style"):  # the stylized metrics' classifier and LM: a wrong path fails before any work
     evaluate_lib.StyleJudges(config)
@@ -476,8 +476,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
 
   # --- Input Pipeline ---
   train_source = sources.train_source(config.dataset)  # with an augmented dataset when one is named
+  # Every split opened before the vocabulary is written: a bad one (an empty slice) fails now, not after training.
   val_source = sources.data_source(config.dataset, config.dataset.eval_split)
-  sources.data_source(config.dataset, config.dataset.test_split)  # a slice that does not fit: told now, not at the end
+  test_source = sources.data_source(config.dataset, config.dataset.test_split)
   vocab = load_or_build_vocab(config, workdir, train_source)
   train_iter = pipeline.train_iterator(config, train_source, vocab, inputs.key)
 
@@ -568,7 +569,6 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
     state = restore_state(mngr, best, setup)
   logging.info("Evaluating checkpoint of step %s on %s", best if best is not None else step,
                config.dataset.test_split)
-  test_source = sources.data_source(config.dataset, config.dataset.test_split)
   result = evaluate_lib.evaluate_split(setup, state.params, test_source, vocab, config)
   final_step = best if best is not None else step
   outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split, step=final_step,

@@ -41,3 +41,24 @@ def test_an_unknown_mode_is_an_error():
 def test_sync_in_one_process_returns_at_once():
   assert jax.process_count() == 1
   distributed.sync("capjax_test")
+
+
+def test_on_without_a_cluster_says_what_to_set_before_touching_jax(no_cluster, monkeypatch):
+  calls = []
+  monkeypatch.setattr(jax.distributed, "initialize", lambda *a, **k: calls.append((a, k)))
+  monkeypatch.setattr(distributed, "jax_detects_a_cluster", lambda: False)
+  with pytest.raises(distributed.NoClusterError) as error:
+    distributed.maybe_initialize("on")
+  assert str(error.value).startswith("--distributed=on but no cluster was detected")
+  assert "JAX_COORDINATOR_ADDRESS" in str(error.value) and "--distributed=auto" in str(error.value)
+  assert calls == []
+
+
+def test_on_where_only_jax_detects_a_cluster_initializes(no_cluster, monkeypatch):
+  calls = []
+  monkeypatch.setattr(jax.distributed, "initialize", lambda *a, **k: calls.append((a, k)))
+  monkeypatch.setattr(jax.config, "update", lambda *a: None)
+  monkeypatch.setattr(distributed, "jax_detects_a_cluster", lambda: True)  # Open MPI, Kubernetes: jax's own
+  distributed.maybe_initialize("on")
+  assert calls == [((), {})]
+

@@ -188,3 +188,17 @@ def test_imported_gpt2_grows_its_embedding_and_decodes_with_the_cache(converted_
   loaded = generate.load(generate.save(trained, tmp_path / "gen"))
   assert isinstance(loaded.vocab, generate.BPEVocab)
   assert loaded.generate(pairs[:4]) == trained.generate(pairs[:4])
+
+
+def test_pairs_are_read_one_a_line_at_line_endings_only(tmp_path):
+  pairs = tmp_path / "pairs.tsv"
+  pairs.write_text("in love\u2028forever\ta red circle\nwith joy\ta blue\x0csquare\n", encoding="utf-8")
+  assert generate.read_pairs(str(pairs)) == [generate.Pair("in love\u2028forever", "a red circle"),
+                                             generate.Pair("with joy", "a blue\x0csquare")]
+
+
+def test_a_pairs_line_nested_past_the_parsers_depth_is_named(tmp_path):
+  pairs = tmp_path / "pairs.jsonl"
+  pairs.write_bytes(b'{"phrase": "in love", "caption": "a red circle"}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n")
+  with pytest.raises(generate.GeneratorError, match="line 2 is not a JSON object .*RecursionError"):
+    generate.read_pairs(str(pairs))

@@ -135,6 +135,60 @@ def test_gzip_warc_cut_inside_a_member_is_counted(tmp_path):
   gzip.decompress(data)  # the uncut file was a valid gzip stream
 
 
+def _big_page(size: int) -> bytes:
+  """An HTML page of `size` bytes that deflate shrinks about a thousandfold (an inflation bomb's shape)."""
+  head = b'<html><img src="/big.jpg" alt="A page far too large.">'
+  return head + b" " * (size - len(head) - 7) + b"</html>"
+
+
+def test_a_body_that_inflates_past_the_cap_is_counted_and_never_read_whole(tmp_path, monkeypatch):
+  """A gzip WARC member and a gzip HTTP body, each inflating to 1 MiB from about 1 KB, against a 64 KiB cap: both
+  are counted as record_too_large and the pages around them are harvested. Streaming, not memory, is what is
+  checked: every read of a record's body asks for at most the cap plus one byte (one such read per page, then
+  warcio's own 16 KiB blocks that read the rest through), so the memory a body takes is bounded by the cap, not by
+  the record."""
+  from warcio.recordloader import ArcWarcRecord
+  cap, size = 64 << 10, 1 << 20
+  requested = []
+  content_stream = ArcWarcRecord.content_stream
+
+  def recording_content_stream(record):
+    stream = content_stream(record)
+    read = stream.read
+
+    def bounded_read(length=None):
+      requested.append(length)
+      return read(length)
+    stream.read = bounded_read
+    return stream
+  monkeypatch.setattr(ArcWarcRecord, "content_stream", recording_content_stream)
+  warc = tmp_path / "bomb.warc.gz"
+  with open(warc, "wb") as f:
+    writer = WARCWriter(f, gzip=True)
+    pages = [("http://a.org/1", b'<img src="/a.jpg" alt="A page before.">', []),
+             ("http://a.org/2", _big_page(size), []),
+             ("http://a.org/3", gzip.compress(_big_page(size)), [("Content-Encoding", "gzip")]),
+             ("http://a.org/4", b'<img src="/b.jpg" alt="A page after.">', [])]
+    for url, body, extra in pages:
+      headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html"), *extra], protocol="HTTP/1.1")
+      writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=headers))
+  assert warc.stat().st_size < 16_000  # two pages of 1 MiB each in a few KB
+  out = tmp_path / "c.tsv"
+  counts = harvest.run([str(warc)], str(out), max_record_bytes=cap)
+  assert read_rows(out) == [("http://a.org/a.jpg", "A page before.", "http://a.org/1"),
+                            ("http://a.org/b.jpg", "A page after.", "http://a.org/4")]
+  assert counts["record_too_large"] == 2 and counts["pages"] == 2 and counts["truncated_records"] == 0
+  assert requested.count(cap + 1) == 4 and None not in requested and max(requested) == cap + 1
+
+
+def test_an_html_file_over_the_cap_is_counted_not_read(tmp_path):
+  (tmp_path / "big.html").write_bytes(_big_page(4096))
+  (tmp_path / "small.html").write_bytes(b'<link rel="canonical" href="http://s.org/p"><img src="/s.jpg" alt="A cat.">')
+  counts = harvest.run([str(tmp_path / "*.html")], str(tmp_path / "c.tsv"), max_record_bytes=4095)
+  assert (counts["record_too_large"], counts["pages"], counts["candidates"]) == (1, 1, 1)
+  assert harvest.run([str(tmp_path / "big.html")], str(tmp_path / "c.tsv"), max_record_bytes=4096)["pages"] == 1
+
+
 def run_cli(*args):
   env = dict(os.environ, PYTHONPATH=ROOT)
   return subprocess.run([sys.executable, "-m", "capjax.tools.harvest_alt_text", *args], capture_output=True,

@@ -41,10 +41,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from capjax import distributed
 from capjax.metrics.stylized_lm import StyleLanguageModel
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 READ_ONLY = "/proc/capjax_ro"  # /proc takes no new entries: what a read-only mount is, for root as for anyone
+# What capjax and jax take for a cluster: capjax's variables, and those of jax's Open MPI and Kubernetes detection.
+CLUSTER_ENV = (*distributed.CLUSTER_ENV, "OMPI_MCA_orte_hnp_uri", "KUBERNETES_SERVICE_HOST")
 
 
 def _modes_bind() -> bool:
@@ -70,9 +73,10 @@ CONVERT, EXTRACT, EXTRACT_TFDS = "capjax.tools.convert_weights", "capjax.tools.e
 HARVEST, PARAM_COUNT = "capjax.tools.harvest_alt_text", "capjax.tools.param_count"
 EMBED = "capjax.text_models.embed"
 STYLE_CLS, STYLE_PHRASES = "capjax.text_models.style_classifier", "capjax.text_models.style_phrases"
-GENERATE, AUGMENT = "capjax.erg.generate", "capjax.erg.augment"
+SHARDING_REPORT = "capjax.tools.sharding_report"
+GENERATE, AUGMENT, DEMO = "capjax.erg.generate", "capjax.erg.augment", "capjax.erg.demo"
 COMMANDS = (MAIN, BUILD, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, STYLE_LM, CONVERT, EXTRACT, EXTRACT_TFDS,
-            HARVEST, PARAM_COUNT, EMBED, STYLE_CLS, STYLE_PHRASES, GENERATE, AUGMENT)
+            HARVEST, PARAM_COUNT, SHARDING_REPORT, EMBED, STYLE_CLS, STYLE_PHRASES, GENERATE, AUGMENT, DEMO)
 
 
 def _png() -> bytes:
@@ -89,6 +93,7 @@ REFS = {"images": [{"id": 1}, {"id": 2}],
         "annotations": [{"image_id": 1, "caption": "a dog runs"}, {"image_id": 2, "caption": "a cat sleeps"}]}
 PREDS = [{"image_id": 1, "caption": "a dog"}, {"image_id": 2, "caption": "a cat"}]
 GOLD_HEADER = b"id\tsource\tcategory\talt_text\texpected\tnote\n"
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000  # nested past Python's recursion limit
 
 # Every case's folder starts with these: inputs that are fine, earlier outputs, and the usual suspects.
 BASE_FILES: dict[str, bytes] = {
@@ -288,6 +293,21 @@ MAIN_CASES = [
     train("checkpoint-every-zero", CONFIG, *TINY, "--config.checkpoint_every=0", match="checkpoint_every"),
     train("steps-negative", CONFIG, *TINY, "--config.num_train_steps=-1", match="num_train_steps"),
     train("learning-rate-negative", CONFIG, *TINY, "--config.optimizer.learning_rate=-1", match="learning_rate"),
+    train("learning-rate-zero", CONFIG, *TINY, "--config.optimizer.learning_rate=0.0", match="learning_rate"),
+    train("learning-rate-nan", CONFIG, *TINY, "--config.optimizer.learning_rate=nan",
+          match="optimizer.learning_rate=nan is not a finite number"),
+    train("learning-rate-infinite", CONFIG, *TINY, "--config.optimizer.learning_rate=inf",
+          match="optimizer.learning_rate=inf is not a finite number"),
+    train("dropout-nan", CONFIG, *TINY, "--config.model.dropout_rate=nan", match="dropout_rate=nan"),
+    train("caption-tokens-beyond-memory", CONFIG, *TINY, "--config.max_caption_tokens=100000",
+          match="max_caption_tokens=100000 needs more memory than the run has"),
+    train("dataset-name-empty", CONFIG, *TINY, "--config.dataset.name=", match="dataset.name is empty"),
+    train("eval-split-empty-slice", CONFIG, *TINY, "--config.dataset.eval_split=validation[:0]",
+          match="split 'validation[:0]' of synthetic_scenes holds no examples"),
+    train("test-split-empty-slice", CONFIG, *TINY, "--config.dataset.test_split=test[5:5]",
+          match="split 'test[5:5]' of synthetic_scenes holds no examples"),
+    case(MAIN, "distributed-on-without-a-cluster", CONFIG, *TINY, "--distributed=on", "--workdir={t}/w",
+         match="--distributed=on but no cluster was detected"),
     train("min-count-negative", CONFIG, *TINY, "--config.vocab.min_count=-1", match="min_count"),
     train("caption-tokens-zero", CONFIG, *TINY, "--config.max_caption_tokens=0", match="max_caption_tokens"),
     train("keep-checkpoints-zero", CONFIG, *TINY, "--config.keep_checkpoints=0", match="keep_checkpoints"),
@@ -302,8 +322,6 @@ MAIN_CASES = [
           match="split 'train[10000:]' does not fit synthetic_scenes's train split of 512 examples"),
     train("eval-split-beyond-the-data", CONFIG, *TINY, "--config.dataset.eval_split=validation[:10000]",
           match="split 'validation[:10000]' does not fit"),
-    train("test-split-empty-slice", CONFIG, *TINY, "--config.dataset.test_split=test[5:5]",
-          match="split 'test[5:5]' does not fit"),
     train("test-split-holds-no-example", CONFIG, "--config.dataset.builder_config=tiny",
           "--config.dataset.data_dir={dd:test-split-emptied}", "--config.dataset.test_split=test",
           match="holds no example — choose another split (it has ['test', 'train', 'validation'])"),
@@ -317,7 +335,6 @@ MAIN_CASES = [
     train("feature-variant-features-garbled", CONFIG, "--config.dataset.builder_config=tiny",
           "--config.dataset.data_dir={dd:variant-features-garbled}", "--config.model.encoder.name=features",
           "--config.dataset.features=irv2", match="features.json is not JSON: truncated or damaged — remove "),
-    train("dataset-name-empty", CONFIG, *TINY, "--config.dataset.name=", match="dataset.name='' is empty"),
     train("dataset-name-escapes", CONFIG, *TINY, "--config.dataset.name=../tfds/synthetic_scenes",
           match="holds a path separator"),
     train("builder-config-escapes", CONFIG, "--config.dataset.builder_config=../../x", "--config.dataset.data_dir={d}",
@@ -453,6 +470,9 @@ STATS_CASES = [
     case(STATS, "jsonl-array-line", "{t}/bad.jsonl", files={"bad.jsonl": b"[1, 2]\n"}, match="JSON object"),
     case(STATS, "jsonl-caption-not-text", "{t}/bad.jsonl", files={"bad.jsonl": b'{"kept": true, "caption": 5}\n'},
          match="caption"),
+    case(STATS, "jsonl-nested-deep", "{t}/bad.jsonl", files={"bad.jsonl": b'{"kept": true, "caption": "a"}\n'
+                                                                           + DEEP_JSON + b"\n"},
+         match="line 2 is nested deeper than the JSON parser follows"),
     case(STATS, "column-missing-in-a-row", "{t}/ragged.tsv", "--column=1",
          files={"ragged.tsv": b"a dog\turl\nno url here\n"}, match="line 2"),
     case(STATS, "column-beyond-every-row", "{t}/captions.tsv", "--column=7", match="column 7"),
@@ -570,6 +590,10 @@ METRICS_CASES = [
     _metrics("lm-random-bytes", REFS, PREDS, "--style=romantic", "--lm={t}/random.bin", match="random.bin"),
     _metrics("lm-is-refs", REFS, PREDS, "--style=romantic", "--lm={t}/refs.json", match="language model"),
     _metrics("lm-of-another-style", REFS, PREDS, "--style=humorous", "--lm={t}/lm.json", match="romantic"),
+    _metrics("refs-nested-deep", raw_refs=DEEP_JSON, match="r.json is not the COCO format expected"),
+    _metrics("preds-nested-deep", raw_preds=DEEP_JSON, match="p.json is not the COCO format expected"),
+    case(METRICS, "lm-nested-deep", "{t}/refs.json", "{t}/preds.json", "--style=romantic", "--lm={t}/deep.json",
+         files={"deep.json": DEEP_JSON}, match="deep.json is not a style language model"),
 ]
 
 # --- capjax.metrics.stylized_lm ------------------------------------------------------------------------------------
@@ -596,6 +620,8 @@ STYLE_LM_CASES = [
               match="--discount"),
     _style_lm("discount-not-a-number", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", "--discount=high",
               match="discount"),
+    _style_lm("discount-nan", "--sentences={t}/alt.tsv", "--output={t}/out/lm.json", "--discount=nan",
+              match="--discount=nan is not a finite number"),
     _style_lm("output-is-a-folder", "--sentences={t}/alt.tsv", "--output={t}/folder", match="directory"),
     _style_lm("output-is-the-sentences", "--sentences={t}/alt.tsv", "--output={t}/alt.tsv",
               match="would overwrite --sentences="),
@@ -650,6 +676,10 @@ HUMAN_EVAL_CASES = [
          files={"bad.csv": b"image_id,rater,rating\n1,1,GOOD\n1,1,BAD\n"}, match="twice"),
     case(HUMAN_EVAL, "ratings-incomplete", "aggregate", "{t}/bad.csv",
          files={"bad.csv": b"image_id,rater,rating\n1,1,GOOD\n"}, match="lack"),
+    case(HUMAN_EVAL, "image-id-empty", "aggregate", "{t}/bad.csv",
+         files={"bad.csv": b"image_id,rater,rating\n1,1,GOOD\n,2,GOOD\n"}, match="line 3: the image_id is empty"),
+    case(HUMAN_EVAL, "image-id-blank", "aggregate", "{t}/bad.csv",
+         files={"bad.csv": b"image_id,rater,rating\n  ,1,BAD\n"}, match="line 2: the image_id is empty"),
     case(HUMAN_EVAL, "row-too-short", "aggregate", "{t}/bad.csv",
          files={"bad.csv": b"image_id,rater,rating\n1,1\n"}, match="line 2"),
     case(HUMAN_EVAL, "raters-zero", "aggregate", "{t}/ratings.csv", "--raters=0", match="raters"),
@@ -691,6 +721,9 @@ CONVERT_CASES = [
     _convert("timm-given-h5", "timm", "{a}/other.h5", match="other.h5"),
     _convert("timm-header-not-json", "timm", "{t}/bad.safetensors",
              files={"bad.safetensors": (9).to_bytes(8, "little") + b"{not json"}, match="JSON"),
+    _convert("timm-header-nested-deep", "timm", "{t}/bad.safetensors",
+             files={"bad.safetensors": len(DEEP_JSON).to_bytes(8, "little") + DEEP_JSON + b"\0" * 8},
+             match="header is nested deeper than the JSON parser follows"),
     case(CONVERT, "output-is-a-file", "--format=timm", "--input={a}/other.safetensors", "--output={t}/alt.tsv",
          match="--output"),
     case(CONVERT, "output-is-the-input", "--format=timm", "--input={t}/random.bin", "--output={t}/random.bin",
@@ -817,6 +850,10 @@ STYLE_CLS_CASES = [
     _style_cls("init-gpt2", f"--train={ROM},factual={{t}}/alt.tsv", "--init={a}/gpt2", "--output={t}/m",
                match="holds a gpt2 model"),
     _style_cls("epochs-zero", "--epochs=0", "--output={t}/m", match="epochs"),
+    _style_cls("train-style-twice", f"--train={ROM},romantic={{t}}/captions.tsv,factual={{t}}/gold.tsv",
+               "--output={t}/m", match="--train names romantic twice"),
+    _style_cls("learning-rate-zero", "--learning_rate=0", "--output={t}/m", match="--learning_rate=0.0 is impossible"),
+    _style_cls("learning-rate-nan", "--learning_rate=nan", "--output={t}/m", match="--learning_rate=nan"),
     *not_flags(STYLE_CLS, "--output={t}/m"),
 ]
 
@@ -845,6 +882,7 @@ STYLE_PHRASES_CASES = [
     _style_phrases("sentences-missing", "--model={a}/bert", "--sentences={t}/missing.txt", "--style=romantic", OUT,
                    match="missing.txt"),
     _style_phrases("epsilon-one", "--model={a}/bert", "--epsilon=1", OUT, match="between 0 and 1"),
+    _style_phrases("epsilon-nan", "--model={a}/bert", "--epsilon=nan", OUT, match="--epsilon=nan is not a finite"),
     _style_phrases("output-is-a-folder", "--model={a}/bert", "--output={t}/folder", match="is a directory"),
     _style_phrases("output-is-the-sentences", "--model={a}/bert", "--sentences={t}/alt.tsv", "--style=romantic",
                    "--output={t}/alt.tsv", match="--output={t}/alt.tsv would overwrite --sentences="),
@@ -977,6 +1015,7 @@ EXTRACT_TFDS_CASES = [
     _tfds("examples-per-shard-negative", "--examples_per_shard=-1", match="examples_per_shard"),
     _tfds("dtype-unknown", "--dtype=float64", match="dtype"),
     _tfds("distributed-unknown", "--distributed=maybe", match="distributed"),
+    _tfds("distributed-on-without-a-cluster", "--distributed=on", match="no cluster was detected"),
     case(EXTRACT_TFDS, "output-data-dir-is-a-file", *TINY_SOURCE, "--weights={a}/metadata_only",
          "--output_data_dir={t}/alt.tsv", match="--output_data_dir"),
     case(EXTRACT_TFDS, "output-data-dir-read-only", *TINY_SOURCE, "--weights={a}/metadata_only",
@@ -1034,6 +1073,8 @@ HARVEST_CASES = [
              match="max_alt_chars"),
     _harvest("max-alt-chars-negative", "--input={t}/page.html", *HARVEST_OUT, "--max_alt_chars=-10",
              match="max_alt_chars"),
+    _harvest("max-record-bytes-zero", "--input={t}/page.html", *HARVEST_OUT, "--max_record_bytes=0",
+             match="max_record_bytes"),
     *not_flags(HARVEST, "--input={t}/page.html", *HARVEST_OUT),
 ]
 
@@ -1061,17 +1102,121 @@ PARAM_COUNT_CASES = [
          match="vocab_size"),
     case(PARAM_COUNT, "vocab-size-not-a-number", "--config={r}/configs/t2t.py:shapes", "--vocab_size=10k",
          match="vocab_size"),
+    case(PARAM_COUNT, "vocab-size-beyond-int32", "--config={r}/configs/t2t.py:shapes", "--vocab_size=3000000000",
+         match="does not fit int32 token ids"),
     *not_flags(PARAM_COUNT, "--config={r}/configs/t2t.py:shapes"),
 ]
 
-# --- capjax.erg.generate and capjax.erg.augment -------------------------------------------------------------------
+# --- capjax.tools.sharding_report ----------------------------------------------------------------------------------
+
+SHAPES = "--config={r}/configs/t2t.py:shapes"
+SHARDING_REPORT_CASES = [
+    case(SHARDING_REPORT, "no-config", match="--config"),
+    case(SHARDING_REPORT, "config-missing", "--config={t}/missing.py", match="missing.py"),
+    case(SHARDING_REPORT, "config-mesh-has-a-free-axis", SHAPES, match="has a -1"),
+    case(SHARDING_REPORT, "mesh-not-axis-equals-size", SHAPES, "--mesh=data4", match="is not axis=size"),
+    case(SHARDING_REPORT, "mesh-unknown-axis", SHAPES, "--mesh=pipeline=2", match="pipeline=2"),
+    case(SHARDING_REPORT, "mesh-size-zero", SHAPES, "--mesh=data=0", match="not a positive size"),
+    case(SHARDING_REPORT, "vocab-size-zero", SHAPES, "--mesh=data=1", "--vocab_size=0", match="vocab_size"),
+    case(SHARDING_REPORT, "vocab-size-beyond-int32", SHAPES, "--mesh=data=1", "--vocab_size=3000000000",
+         match="--vocab_size=3000000000: a vocabulary of 3,000,000,000 words"),
+    case(SHARDING_REPORT, "top-negative", SHAPES, "--mesh=data=1", "--top=-1", match="top"),
+    case(SHARDING_REPORT, "config-field-impossible", "--config={r}/configs/t2t.py:shapes,batch=0", "--mesh=data=1",
+         match="batch_size"),
+    *not_flags(SHARDING_REPORT, SHAPES, "--mesh=data=1"),
+]
+
+# --- capjax.erg.generate -------------------------------------------------------------------------------------------
+# Every case stops before training, loading or generating: the flags' values are checked first.
+
+PAIRS = {"pairs.jsonl": b'{"phrase": "in love", "caption": "a dog runs on the grass"}\n'}
+
+
+def _generate(name: str, *args: str, match: str = "", **kw):
+  return case(GENERATE, name, *args, absent=("g",), match=match, **kw)
+
+
+GENERATE_CASES = [
+    _generate("learning-rate-zero", "--train", "--output={t}/g", "--learning_rate=0",
+              match="--learning_rate=0.0 is impossible — set --learning_rate to more than 0"),
+    _generate("learning-rate-nan", "--train", "--output={t}/g", "--learning_rate=nan", match="--learning_rate=nan"),
+    _generate("learning-rate-negative", "--train", "--output={t}/g", "--learning_rate=-0.1", match="learning_rate"),
+    _generate("epochs-zero", "--train", "--output={t}/g", "--epochs=0", match="epochs"),
+    _generate("num-train-zero", "--train", "--output={t}/g", "--num_train=0", match="num_train"),
+    _generate("train-without-output", "--train", match="--output"),
+    _generate("output-is-a-file", "--train", "--output={t}/alt.tsv", match="--output"),
+    _generate("top-p-zero", "--generator={t}/folder", "--input={t}/pairs.jsonl", "--top_p=0", files=PAIRS,
+              match="--top_p=0.0 is impossible"),
+    _generate("top-p-above-one", "--generator={t}/folder", "--input={t}/pairs.jsonl", "--top_p=1.5", files=PAIRS,
+              match="--top_p"),
+    _generate("top-p-nan", "--generator={t}/folder", "--input={t}/pairs.jsonl", "--top_p=nan", files=PAIRS,
+              match="--top_p=nan"),
+    _generate("beam-size-zero", "--generator={t}/folder", "--input={t}/pairs.jsonl", "--beam_size=0", files=PAIRS,
+              match="beam_size"),
+    _generate("generate-without-input", "--generator={t}/folder", match="--input"),
+    _generate("generator-not-a-generator", "--generator={t}/folder", "--input={t}/pairs.jsonl", files=PAIRS,
+              match="--generator="),
+    *not_flags(GENERATE, "--train", "--output={t}/g"),
+]
+
+# --- capjax.erg.augment --------------------------------------------------------------------------------------------
+
+AUGMENT_ARGS = ("--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", "--style=romantic",
+                "--output_dataset=erg", "--data_dir={t}/tfds", "--output_data_dir={t}/out")
+
+
+def _augment(name: str, *args: str, match: str = "", **kw):
+  return case(AUGMENT, name, *AUGMENT_ARGS, *args, absent=("out", "tfds"), match=match, **kw)
+
+
+AUGMENT_CASES = [
+    case(AUGMENT, "required-flags-missing", "--style=romantic", match="--stylized, --factual, --output_dataset are"),
+    _augment("min-similarity-nan", "--min_similarity=nan", match="--min_similarity=nan is not a finite number"),
+    _augment("min-similarity-above-one", "--min_similarity=1.5", match="--min_similarity=1.5 is impossible — set "
+             "--min_similarity in [-1, 1]"),
+    _augment("min-similarity-below-minus-one", "--min_similarity=-2", match="--min_similarity"),
+    _augment("max-perplexity-negative", "--max_perplexity=-1", match="--max_perplexity=-1.0 is impossible — set "
+             "--max_perplexity to more than 0"),
+    _augment("max-perplexity-zero", "--max_perplexity=0", match="--max_perplexity"),
+    _augment("max-perplexity-infinite", "--max_perplexity=inf", match="--max_perplexity=inf is not a finite number"),
+    _augment("min-content-two", "--min_content=2", match="--min_content=2.0 is impossible — set --min_content in "
+             "[0, 1]"),
+    _augment("min-content-negative", "--min_content=-0.5", match="--min_content"),
+    _augment("beam-size-zero", "--beam_size=0", match="beam_size"),
+    _augment("mode-unknown", "--mode=x2y", match="mode"),
+    *not_flags(AUGMENT, *AUGMENT_ARGS),
+]
+
+# --- capjax.erg.demo -----------------------------------------------------------------------------------------------
+# Every case stops before the first stage (the dataset build): the flags, the config and the sizes are checked
+# first. A failed start may leave its --workdir, empty.
+
+W = "--workdir={t}/w"
+DEMO_CASES = [
+    case(DEMO, "variants-unknown", W, "--variants=bogus", match="--variants=bogus: unknown config variant 'bogus'"),
+    case(DEMO, "variants-value-not-a-number", W, "--variants=steps=many", match="steps"),
+    case(DEMO, "variants-impossible-value", W, "--variants=batch=0", match="batch_size"),
+    case(DEMO, "tiny-with-default-sizes", W, "--dataset_config=tiny",
+         match="--original_images=100 is more than the 64 train images of stylized_scenes/tiny"),
+    case(DEMO, "factual-examples-beyond-the-split", W, "--dataset_config=tiny", "--original_images=0",
+         "--factual_captions=0", "--factual_examples=200", match="--factual_examples=200 is more than the 128"),
+    case(DEMO, "factual-captions-beyond-the-split", W, "--dataset_config=tiny", "--original_images=64",
+         "--factual_captions=129", "--factual_examples=128", match="--factual_captions=129"),
+    case(DEMO, "min-content-two", W, "--min_content=2", match="--min_content=2.0 is impossible"),
+    case(DEMO, "min-content-nan", W, "--min_content=nan", match="--min_content=nan"),
+    case(DEMO, "captioner-unknown", W, "--captioner=lstm", match="captioner"),
+    case(DEMO, "steps-negative", W, "--steps=-1", match="steps"),
+    case(DEMO, "style-model-not-a-classifier", W, "--style_model={t}/folder", match="--style_model"),
+    case(DEMO, "workdir-is-a-file", "--workdir={t}/alt.tsv", match="--workdir"),
+    *not_flags(DEMO, W),
+]
+
+# --- capjax.erg.generate and capjax.erg.augment: their files -------------------------------------------------------------------
 # Every case stops before a model loads or a dataset is read: the paths are checked first.
 
 GEN = "--generator={t}/folder"  # no generator there: a case that got as far as loading it would say so
-PAIRS = {"pairs.tsv": b"in love\ta dog runs on the grass\n"}
-GENERATE_CASES = [
-    case(GENERATE, "train-without-output", "--train", match="--train needs --output"),
-    case(GENERATE, "generate-without-input", GEN, match="--input"),
+PAIRS_TSV = {"pairs.tsv": b"in love\ta dog runs on the grass\n"}
+GENERATE_FILE_CASES = [
     case(GENERATE, "input-missing", GEN, "--input={t}/missing.tsv", match="missing.tsv does not exist"),
     case(GENERATE, "input-is-a-folder", GEN, "--input={t}/folder", match="is a directory"),
     case(GENERATE, "input-is-a-fifo", GEN, "--input={t}/pipe.tsv", files={"pipe.tsv": FIFO},
@@ -1080,22 +1225,21 @@ GENERATE_CASES = [
          match="is a character device"),
     case(GENERATE, "input-utf16", GEN, "--input={t}/u.tsv", files={"u.tsv": "in love\ta dog\n".encode("utf-16")},
          match="is UTF-16, not UTF-8"),
-    case(GENERATE, "output-is-the-input", GEN, "--input={t}/pairs.tsv", "--output={t}/pairs.tsv", files=PAIRS,
+    case(GENERATE, "output-is-the-input", GEN, "--input={t}/pairs.tsv", "--output={t}/pairs.tsv", files=PAIRS_TSV,
          match="--output={t}/pairs.tsv would overwrite --input={t}/pairs.tsv"),
     case(GENERATE, "output-links-to-the-input", GEN, "--input={t}/pairs.tsv", "--output={t}/link.jsonl",
-         files=PAIRS | {"link.jsonl": symlink("pairs.tsv")}, match="would overwrite --input="),
+         files=PAIRS_TSV | {"link.jsonl": symlink("pairs.tsv")}, match="would overwrite --input="),
     case(GENERATE, "output-is-a-device", GEN, "--input={t}/pairs.tsv", "--output={t}/null.jsonl",
-         files=PAIRS | {"null.jsonl": NULL_DEVICE}, match="is a character device"),
-    case(GENERATE, "output-ends-with-a-slash", GEN, "--input={t}/pairs.tsv", "--output={t}/new/", files=PAIRS,
+         files=PAIRS_TSV | {"null.jsonl": NULL_DEVICE}, match="is a character device"),
+    case(GENERATE, "output-ends-with-a-slash", GEN, "--input={t}/pairs.tsv", "--output={t}/new/", files=PAIRS_TSV,
          match="is a directory"),
-    case(GENERATE, "output-empty", GEN, "--input={t}/pairs.tsv", "--output=", files=PAIRS, match="is empty"),
-    case(GENERATE, "generator-not-trained", GEN, "--input={t}/pairs.tsv", files=PAIRS, match="--generator="),
-    *not_flags(GENERATE, GEN, "--input={t}/pairs.tsv"),
+    case(GENERATE, "output-empty", GEN, "--input={t}/pairs.tsv", "--output=", files=PAIRS_TSV, match="is empty"),
+    case(GENERATE, "generator-not-trained", GEN, "--input={t}/pairs.tsv", files=PAIRS_TSV, match="--generator="),
 ]
 
 AUG = ("--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", "--style=romantic",
        "--output_dataset=augmented", "--data_dir={t}/folder")  # nothing built there: no case reads a dataset
-AUGMENT_CASES = [
+AUGMENT_FILE_CASES = [
     case(AUGMENT, "no-flags", match="are required"),
     case(AUGMENT, "no-output-dataset", *AUG[:3], match="--output_dataset is required"),
     case(AUGMENT, "output-data-dir-is-a-file", *AUG, "--output_data_dir={t}/alt.tsv", match="--output_data_dir"),
@@ -1107,15 +1251,13 @@ AUGMENT_CASES = [
          match="--lm={t}/pipe.json is a FIFO"),
     case(AUGMENT, "lm-missing", *AUG, "--lm={t}/missing.json", match="--lm={t}/missing.json does not exist"),
     case(AUGMENT, "lm-is-a-folder", *AUG, "--lm={t}/folder", match="is a directory"),
-    case(AUGMENT, "mode-unknown", *AUG, "--mode=x2y", match="mode"),
     case(AUGMENT, "output-dataset-a-path", *AUG[:3], "--output_dataset=../escape", "--data_dir={t}/folder",
-         match="is not a TFDS name"),
-    *not_flags(AUGMENT, *AUG),
-]
+         match="is not a TFDS name"),]
 
 ALL_CASES = (MAIN_CASES + BUILD_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
              + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES
-             + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES + GENERATE_CASES + AUGMENT_CASES)
+             + SHARDING_REPORT_CASES + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES + GENERATE_CASES
+             + GENERATE_FILE_CASES + AUGMENT_CASES + AUGMENT_FILE_CASES + DEMO_CASES)
 # Root writes through any file mode: there the cases of unreadable or unwritable files run in a pytest of their own
 # without the capabilities that allow it (test_file_mode_cases_without_root_s_capabilities).
 MODE_CASES = [c for c in ALL_CASES if c.values[0].chmod]
@@ -1271,6 +1413,8 @@ def test_bad_input_is_one_error_line_and_changes_nothing(case: Case, tmp_path, r
     DAMAGED[key[3:]](copy)
     places[key] = str(copy)
   argv = [case.command] + [expand(arg, places) for arg in case.args]
+  for name in CLUSTER_ENV:  # no case runs in a cluster: a SLURM or MPI job running the tests must not make one
+    monkeypatch.delenv(name, raising=False)
   before = [snapshot(root) for root in roots]
   monkeypatch.chdir(folder)  # a relative default (capjax.main's workdir/...) lands in the case's folder
   for path, mode in case.chmod:

@@ -35,6 +35,11 @@ def test_missing_and_repeated_votes_are_errors_that_name_the_image():
 def test_bad_rows_are_reported_with_their_line():
   with pytest.raises(ValueError, match="line 3: rating 'MAYBE'"):
     _csv("image_id,rater,rating\na,1,GOOD\na,2,MAYBE\n")
+  # An empty image id counted as an image of its own, beside the sheet's: a malformed row, like the others.
+  with pytest.raises(ValueError, match="line 3: the image_id is empty — give every rating the image id"):
+    _csv("image_id,rater,rating\na,1,GOOD\n,2,GOOD\n")
+  with pytest.raises(ValueError, match="line 2: the image_id is empty"):
+    _csv("image_id,rater,rating\n \t,1,GOOD\n")
   with pytest.raises(ValueError, match="header"):
     _csv("id,who,what\n")
 

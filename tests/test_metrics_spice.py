@@ -83,3 +83,28 @@ def test_a_failing_spice_run_shows_its_error_output(tmp_path):
   scorer = Spice(str(directory), java=str(java), cache_dir=str(tmp_path / "cache"))
   with pytest.raises(RuntimeError, match="exit code 1.*UnsupportedClassVersionError.*Java 8"):
     scorer.compute_score({1: ["a"]}, {1: ["a"]})
+
+
+def test_the_metrics_command_without_corenlp_is_one_error_line_that_says_what_to_do(tmp_path, monkeypatch, capsys):
+  from capjax.metrics import __main__ as metrics_cli
+  monkeypatch.setattr(spice, "spice_dir", lambda: str(_spice_dir(tmp_path / "spice", corenlp=False)))
+  (tmp_path / "r.json").write_text('{"annotations": [{"image_id": 1, "caption": "a dog"}]}')
+  (tmp_path / "p.json").write_text('[{"image_id": 1, "caption": "a dog"}]')
+  with pytest.raises(SystemExit) as exit_info:
+    metrics_cli.main(["metrics", str(tmp_path / "r.json"), str(tmp_path / "p.json"), "--metrics=SPICE",
+                      "--notokenize"])
+  [line] = capsys.readouterr().err.splitlines()
+  assert exit_info.value.code == 2 and line.startswith("error: SPICE needs Stanford CoreNLP 3.6.0 in ")
+  assert " — either run `python -m pycocoevalcap.spice.get_stanford_models`" in line
+  assert line.endswith("or leave SPICE out of --metrics")
+
+
+@pytest.mark.parametrize("make_error", [
+    lambda tmp_path: check_installation(str(tmp_path)),
+    lambda tmp_path: check_installation(str(_spice_dir(tmp_path, corenlp=False))),
+    lambda tmp_path: Spice(str(_spice_dir(tmp_path)), java="no-such-java-binary"),
+])
+def test_every_spice_error_says_what_to_do(tmp_path, make_error):
+  with pytest.raises(RuntimeError) as error:
+    make_error(tmp_path)
+  assert " — " in str(error.value)

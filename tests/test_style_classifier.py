@@ -177,6 +177,16 @@ def test_the_commands_train_and_extract(saved, tmp_path, capsys):
   assert (tmp_path / "out.html").read_text().count("<tr>") == 3
 
 
+def test_extraction_rows_match_the_input_lines_whatever_separators_a_sentence_holds(saved, tmp_path):
+  """str.splitlines split a sentence at U+2028 or a form feed: the output had more rows than the input lines."""
+  lines = ["a small red circle\u2028deeply in love", "a large blue square\x0cwith tender affection"]
+  (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  sp.main(["sp", f"--model={saved}", f"--sentences={tmp_path / 'in.txt'}", "--style=romantic",
+           f"--output={tmp_path / 'out.jsonl'}"])
+  records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").split("\n") if line]
+  assert [r["sentence"] for r in records] == lines
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--train=sarcastic={f}", "--output={d}/m"], "error: unknown style 'sarcastic' — choose from romantic, "
      "humorous, positive, negative, factual\n"),
@@ -215,3 +225,17 @@ def test_training_from_a_converted_bert_uses_the_papers_settings(tmp_path, capsy
   for key in kernel:
     before, after = before[key], after[key]
   assert not np.array_equal(before, after)  # fine-tuned: 80 sentences, 2 steps an epoch, 3 epochs
+
+
+def test_training_files_keep_one_sentence_a_line_and_each_style_once(tmp_path):
+  """Lines end at line endings only: a form feed or U+2028 inside a sentence no longer splits it in two. A style
+  given twice was a dict key overwritten: its first file was dropped without a word."""
+  rom, fact = tmp_path / "rom.txt", tmp_path / "fact.txt"
+  rom.write_text("a red circle in love\u2028forever\na blue square\x0cin love\r\n", encoding="utf-8")
+  fact.write_text("a red circle\n", encoding="utf-8")
+  data = sc.read_training(f"romantic={rom},factual={fact}")
+  assert data == {"romantic": ["a red circle in love\u2028forever", "a blue square\x0cin love"],
+                  "factual": ["a red circle"]}
+  with pytest.raises(sc.StyleModelError, match=f"--train names romantic twice \\({rom} and {fact}\\) — give one "
+                     "file per style"):
+    sc.read_training(f"romantic={rom},romantic={fact},factual={fact}")

@@ -7,7 +7,8 @@ from capjax.text.annotate import Annotator, normalize_text
 from capjax.text.boilerplate import strip_boilerplate
 from capjax.text.config import FilterConfig
 from capjax.text.filters import (
-    STAGE_OF, STAGES, FilterChain, Reason, normalize_valence, raw_text, sentiment_bound, text_filters)
+    STAGE_OF, STAGES, FilterChain, Reason, control_characters, first_control_character, normalize_valence, raw_text,
+    sentiment_bound, text_filters)
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,26 @@ def test_raw_text_rejects_empty_and_overlong_input_before_tokenizing():
   assert raw_text(" \t ", 1000) == Reason.EMPTY
   assert raw_text("A dog " * 400, 1000) == Reason.TOO_MANY_CHARACTERS
   assert raw_text("A dog in the park", 1000) is None
+
+
+@pytest.mark.parametrize("text, where", [
+    ("A dog \x1b[31mruns\x1b[0m on the grass", "U+001B at character 7"),  # an ANSI colour (CSI) sequence
+    ("A dog\x9b31mruns on the grass", "U+009B at character 6"),  # the 8-bit CSI, a C1 control
+    ("A dog runs\x07 on the grass", "U+0007 at character 11"),  # BEL
+    ("\x00A dog runs on the grass", "U+0000 at character 1"),
+    ("A dog runs on the grass\x7f", "U+007F at character 24"),  # DEL
+    ("A dog runs\x0con the grass", "U+000C at character 11"),  # form feed
+])
+def test_control_characters_and_escape_sequences_are_rejected_with_where(text, where):
+  assert control_characters(text) == Reason.CONTROL_CHARACTERS
+  assert first_control_character(text) == where
+  assert STAGE_OF[Reason.CONTROL_CHARACTERS] == "input"
+
+
+@pytest.mark.parametrize("text", ["A dog runs on the grass", "A dog\truns on\r\nthe grass",
+                                  "Café crème \u2014 naïve", "A dog \u200b runs", "[31m is a room number"])
+def test_tabs_line_ends_and_printable_text_are_not_control_characters(text):
+  assert control_characters(text) is None and first_control_character(text) is None
 
 
 def test_length_counts_words_not_punctuation(filters, annotator):

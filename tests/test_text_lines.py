@@ -2,7 +2,7 @@
 
 import pytest
 
-from capjax.text.lines import read_lines, undecodable
+from capjax.text.lines import read_lines, split_lines, undecodable
 
 CASES = [
     (b"", []),
@@ -34,3 +34,15 @@ def test_undecodable_names_the_first_bad_byte():
   with pytest.raises(UnicodeDecodeError) as error:
     line.decode("utf-8")
   assert undecodable(line, error.value) == "byte 4 (0xe9)"
+
+
+@pytest.mark.parametrize("data,lines", CASES[:9] + CASES[12:])
+def test_decoded_text_splits_at_the_same_line_endings_and_no_others(data, lines):
+  text = data.removeprefix(b"\xef\xbb\xbf").decode("latin-1")  # one character per byte: the same positions
+  assert split_lines(text) == [line.decode("latin-1") for line in lines]
+
+
+def test_form_feed_and_the_unicode_separators_stay_inside_a_line():
+  text = "a dog\x0cin love\u2028at dawn\x85,\x1c\u2029 far\x0b away\nline two\n"
+  assert split_lines(text) == ["a dog\x0cin love\u2028at dawn\x85,\x1c\u2029 far\x0b away", "line two"]
+  assert len(text.splitlines()) == 8  # what str.splitlines made of it

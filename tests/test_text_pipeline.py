@@ -74,6 +74,30 @@ def test_records_say_why_they_were_dropped(text_pipeline):
   assert (kept.kept, kept.reason, kept.caption, kept.concepts) == (True, None, "young woman on the beach", ())
 
 
+def test_terminal_escape_residue_never_reaches_a_caption(text_pipeline):
+  """The escape of an ANSI colour sequence was normalized into a space and "31m" became a word of a kept caption
+  ("a dog 31mruns 0m on the grass"): the row is rejected at the input stage, its detail naming the character."""
+  record = text_pipeline.process("e", "A dog \x1b[31mruns\x1b[0m on the grass")
+  assert (record.kept, record.reason, record.caption, record.detail) == (
+      False, "control_characters", None, "U+001B at character 7")
+  assert text_pipeline.process("f", "A dog runs on the grass").kept
+
+
+def test_control_characters_are_counted_in_the_input_stage_of_the_funnel(tmp_path, capsys):
+  tsv = tmp_path / "alt.tsv"
+  tsv.write_bytes(b"1\tA dog \x1b[31mruns\x1b[0m on the grass.\n2\tA dog runs on the grass.\n"
+                  b"3\tA cat\xc2\x9b0m sleeps on a sofa.\n")
+  out = tmp_path / "out.jsonl"
+  pipeline.main(["pipeline", f"--input={tsv}", f"--output={out}", "--min_concept_count=0"])
+  records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+  assert [(r["id"], r["reason"], r.get("detail")) for r in records] == [
+      ("1", "control_characters", "U+001B at character 7"), ("2", None, None),
+      ("3", "control_characters", "U+009B at character 6")]
+  funnel = json.loads((tmp_path / "out.funnel.json").read_text())
+  assert funnel["stages"][0]["reasons"] == {"control_characters": 2}
+  capsys.readouterr()
+
+
 def test_command_line_writes_one_line_per_row_and_the_funnel(tmp_path, capsys):
   rows = [
       ("1", "Harrison Ford and Calista Flockhart attend the premiere at Hollywood"),

@@ -116,3 +116,29 @@ def test_a_row_the_statistics_cannot_use_is_an_error_naming_its_line(tmp_path, c
     stats.main([str(path), *args])
   captured = capsys.readouterr()
   assert (exit_.value.code, captured.out, captured.err) == (2, "", f"error: {message.format(path=path)}\n")
+
+
+def test_only_json_true_is_kept_and_other_kept_values_are_counted_as_malformed(tmp_path, capsys):
+  """"false" (a string), NaN, 1e309 (infinite) and 1 are truthy in Python and were counted as kept: only JSON true
+  is; false is not; anything else is a malformed row, skipped and counted on stderr with the first one's line."""
+  from capjax.text import stats
+
+  jsonl = tmp_path / "out.jsonl"
+  jsonl.write_text('{"kept": true, "caption": "a dog runs"}\n'
+                   '{"kept": "false", "caption": "a cat"}\n'
+                   '{"kept": NaN, "caption": "two birds fly"}\n'
+                   '{"kept": 1e309, "caption": "a red car"}\n'
+                   '{"kept": 1, "caption": "a man"}\n'
+                   '{"kept": null, "caption": "a boat"}\n'
+                   '{"caption": "no kept at all"}\n'
+                   '{"kept": false, "caption": null}\n', encoding="utf-8")
+  assert stats.main([str(jsonl)]) == 0
+  captured = capsys.readouterr()
+  assert json.loads(captured.out)["examples"] == 1
+  assert captured.err == 'malformed rows skipped: kept_not_boolean 6 (first: line 2, "kept": "false")\n'
+  counts = stats.LineCounts()
+  assert list(stats.read_kept_captions(str(jsonl), counts)) == ["a dog runs"]
+  assert counts.malformed == {"kept_not_boolean": 6}
+  jsonl.write_text('{"caption": "x"}\n', encoding="utf-8")
+  stats.main([str(jsonl)])
+  assert capsys.readouterr().err == 'malformed rows skipped: kept_not_boolean 1 (first: line 1, "kept": absent)\n'

@@ -181,6 +181,12 @@ def _variant_builder(config: ml_collections.ConfigDict):
         f"the feature variant {name!r} is not in {default_data_dir(config)} — to write it: {how}") from e
 
 
+def builder_config(config: ml_collections.ConfigDict):
+  """The TFDS builder config of `config`'s dataset (its sizes, for an embedded dataset), without building or reading
+  the dataset: a command checks its flags against it before any work."""
+  return _builder(config)[0].builder_config
+
+
 def prepare(config: ml_collections.ConfigDict):
   """The dataset's builder, after building it if it is embedded (no download) and missing; otherwise it
   checks that the dataset exists."""
@@ -398,20 +404,22 @@ def data_source(config: ml_collections.ConfigDict, split: str):
   if base not in builder.info.splits:
     raise ConfigError(f"split {split!r} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
   size = builder.info.splits[base].num_examples
-  try:
-    source = builder.as_data_source(split=split)
-  except ValueError as e:  # TFDS: "Requested slice [10000:512] incompatible with 512 examples", an empty slice
-    source, reason = None, str(e).strip().splitlines()[0]
-  else:
-    reason = "it selects none" if not len(source) else ""
-  if reason and not size:
+  if not size:
     raise ConfigError(f"split {split!r} of {builder.name} in {builder.data_dir} holds no example — choose another "
                       f"split (it has {sorted(builder.info.splits)}), or build the dataset from more data")
-  if reason:  # e.g. the cc12m variant's held-out first 10,000 examples, of a smaller dataset
-    k = max(1, size // 10)
-    raise ConfigError(f"split {split!r} does not fit {builder.name}'s {base} split of {size:,} examples ({reason}) — "
-                      f"set --config.dataset.train_split, eval_split and test_split to slices within it, e.g. "
-                      f"{base}[{k}:] and {base}[:{k}]")
+  k = max(1, size // 10)
+  within = (f"set --config.dataset.train_split, eval_split and test_split to slices within it, e.g. {base}[{k}:] "
+            f"and {base}[:{k}]")
+  try:
+    selected = builder.info.splits[split].num_examples
+  except ValueError as e:  # TFDS: "Requested slice [10000:512] incompatible with 512 examples"
+    # e.g. the cc12m variant's held-out first 10,000 examples, of a smaller dataset
+    raise ConfigError(f"split {split!r} does not fit {builder.name}'s {base} split of {size:,} examples "
+                      f"({str(e).strip().splitlines()[0]}) — {within}") from None
+  if not selected:  # "validation[:0]": TFDS would fail on it with "Paths sequence can not be empty"
+    raise ConfigError(f"split {split!r} of {builder.name} holds no examples (its {base} split has {size:,}) — "
+                      f"{within}")
+  source = builder.as_data_source(split=split)
   field = config.get("caption_field", "")
   style = config.get("style", "")
   if style:

@@ -126,7 +126,12 @@ def open_dataset(spec: str, split: str, data_dir: str, flag: str):
     raise AugmentError(f"{flag}={spec}: {error}") from error
   if split.split("[", 1)[0] not in builder.info.splits:
     raise AugmentError(f"{flag}={spec} has no split {split!r} — choose one of {sorted(builder.info.splits)}")
-  if builder.info.splits[split].num_examples == 0:  # TFDS opens no data source over zero records
+  try:
+    examples = builder.info.splits[split].num_examples
+  except ValueError as error:  # a slice beyond the split: "Requested slice [:4000] incompatible with 128 examples."
+    raise AugmentError(f"{flag}={spec}: split {split!r} does not fit ({error}) — choose a slice within the split's "
+                       f"{builder.info.splits[split.split('[', 1)[0]].num_examples:,} examples") from error
+  if examples == 0:  # TFDS opens no data source over zero records
     return builder, []
   return builder, builder.as_data_source(split=split)
 
@@ -491,14 +496,30 @@ def _flags():
   flags.DEFINE_string("text_encoder", "", "a converted BERT-family checkpoint (e.g. all-MiniLM-L6-v2) as the "
                       "retriever's locked text tower (default: a small Transformer trained here)", flag_values=values)
   flags.DEFINE_integer("beam_size", 1, "the generator's beam (1: greedy)", lower_bound=1, flag_values=values)
-  flags.DEFINE_float("max_perplexity", filters.MAX_PERPLEXITY, "the perplexity filter (the paper's 80)",
+  flags.DEFINE_float("max_perplexity", filters.MAX_PERPLEXITY, "the perplexity filter, more than 0 (the paper's 80)",
                      flag_values=values)
-  flags.DEFINE_float("min_similarity", filters.MIN_SIMILARITY, "the similarity filter (the paper's 0.6)",
+  flags.DEFINE_float("min_similarity", filters.MIN_SIMILARITY, "the similarity filter, a cosine in [-1, 1] "
+                     "(the paper's 0.6)",
                      flag_values=values)
   flags.DEFINE_float("min_content", filters.MIN_CONTENT, "the content filter: the share of the factual caption's "
-                     "words a generated caption must keep in order (1.0: all; 0: off, the paper's)", flag_values=values)
+                     "words a generated caption must keep in order, in [0, 1] (1.0: all; 0: off, the paper's)",
+                     flag_values=values)
   flags.DEFINE_integer("seed", 0, "seed of the retriever's training", flag_values=values)
   return values
+
+
+def check_filter_flags(values) -> None:
+  """The filters' thresholds, before any work: out of range, no pair passes and the dataset written is empty.
+  (`values`: parsed flags with max_perplexity, min_similarity and min_content; erg.demo has the last alone.)"""
+  from capjax import cli  # noqa: PLC0415
+  if "max_perplexity" in values:
+    cli.check_number("--max_perplexity", values["max_perplexity"].value, 0, low_open=True,
+                     hint=f" (the paper's {filters.MAX_PERPLEXITY:g})")
+  if "min_similarity" in values:
+    cli.check_number("--min_similarity", values["min_similarity"].value, -1, 1,
+                     hint=f", a cosine similarity (the paper's {filters.MIN_SIMILARITY:g})")
+  cli.check_number("--min_content", values["min_content"].value, 0, 1,
+                   hint=", a share of the factual caption's words (0: off)")
 
 
 def main(argv: Sequence[str]) -> None:
@@ -508,6 +529,7 @@ def main(argv: Sequence[str]) -> None:
   missing = [f"--{name}" for name in ("stylized", "factual", "style", "output_dataset") if not values[name].value]
   if missing:
     cli.fail(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required — see --help")
+  check_filter_flags(values)
   if values["lm"].value:  # read after the models load: a FIFO or a folder is refused now, not minutes later
     from capjax import files  # noqa: PLC0415
     files.input_file(values["lm"].value, "--lm", "a style LM file from `python -m capjax.metrics.stylized_lm`")

@@ -218,6 +218,36 @@ def _text_encoder(spec: str, workdir: pathlib.Path) -> str:
   return str(converted)
 
 
+def _paths(options: Options) -> tuple[pathlib.Path, str]:
+  """(the workdir, the TFDS data dir) of `options`, absolute."""
+  workdir = pathlib.Path(options.workdir).expanduser().resolve()
+  return workdir, str(pathlib.Path(options.data_dir or workdir / "data").expanduser().resolve())
+
+
+def check_options(options: Options) -> None:
+  """Before any stage (they take minutes): the captioner's config loads (--variants) and its values are possible,
+  and the image counts fit the splits of --dataset_config (TFDS refuses a slice beyond a split). A ConfigError
+  says which flag to change. Nothing is written."""
+  from capjax import config_util  # noqa: PLC0415
+  from capjax.data import sources  # noqa: PLC0415
+  try:
+    config = captioner_config(options, _paths(options)[1], "", "")
+  except (FileNotFoundError, ValueError) as error:  # an unknown variant, a value that is not a number
+    if isinstance(error, config_util.ConfigError):
+      raise
+    raise config_util.ConfigError(f"--variants={options.variants}: {error}") from error
+  config_util.validate(config)
+  sizes = sources.builder_config(config.dataset)
+  for flag, value, split in (("--original_images", options.original_images, "train"),
+                             ("--factual_examples", options.factual_examples, "factual"),
+                             ("--factual_captions", options.factual_captions, "factual")):
+    if value > sizes.split_size(split):
+      raise config_util.ConfigError(
+          f"{flag}={value} is more than the {sizes.split_size(split):,} {split} images of stylized_scenes/"
+          f"{options.dataset_config} — set {flag} to at most {sizes.split_size(split)}"
+          f"{' (0: all)' if flag == '--original_images' else ''}, or use a larger --dataset_config")
+
+
 def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, Any]:
   """Runs (or resumes) every stage and returns {"rows", "deltas", "funnel", "seconds", "outputs"}."""
   import ml_collections  # noqa: PLC0415
@@ -233,11 +263,11 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
     if directory and not (pathlib.Path(directory) / marker).is_file():
       raise augment.AugmentError(f"{flag}={directory} has no {marker} — give a directory that the command making it "
                                  f"wrote, or drop {flag} to train one here")
+  check_options(options)
+  workdir, data_dir = _paths(options)
   start = time.perf_counter()
   stage = Stage()
-  workdir = pathlib.Path(options.workdir).expanduser().resolve()
   workdir.mkdir(parents=True, exist_ok=True)
-  data_dir = str(pathlib.Path(options.data_dir or workdir / "data").expanduser().resolve())
   spec = f"stylized_scenes/{options.dataset_config}"
 
   stage(f"dataset {spec} in {data_dir}")
@@ -363,6 +393,12 @@ def main(argv: Sequence[str]) -> None:
   values = _flags()
   cli.parse(values, argv, __doc__)
   options = Options(**{f.name: values[f.name].value for f in dataclasses.fields(Options)})
+  from capjax.erg.augment import check_filter_flags  # noqa: PLC0415
+  check_filter_flags(values)
+  try:  # the flags' values before any work, and before anything is written
+    check_options(options)
+  except ConfigError as error:
+    cli.fail(str(error))
   cli.writable_dir(options.workdir, "--workdir")
   cli.quiet_library_logs()  # the captioners' step and validation logs, without orbax's and grain's
   from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415

@@ -52,6 +52,7 @@ import numpy as np
 import optax
 
 from capjax import decode, tokens
+from capjax.text.lines import split_lines
 from capjax.text_models import gpt2 as gpt2_lib
 from capjax.text_models import tokenizers
 
@@ -492,7 +493,7 @@ def read_pairs(path: str) -> list[Pair]:
   """(phrase, factual caption) pairs from a JSONL file ({"phrase", "caption"} per line) or a TSV file
   (`phrase<TAB>caption`); a GeneratorError names the first bad line."""
   from capjax import files  # noqa: PLC0415 (a FIFO, a device, text not UTF-8: an `error:` line)
-  lines = files.read_text(path, "--input", "a UTF-8 JSONL or TSV file").splitlines()
+  lines = split_lines(files.read_text(path, "--input", "a UTF-8 JSONL or TSV file"))
   pairs = []
   for number, line in enumerate(lines, 1):
     if not line.strip():
@@ -507,7 +508,7 @@ def read_pairs(path: str) -> list[Pair]:
       try:
         record = json.loads(line)
         phrase, caption = record["phrase"], record["caption"]
-      except (ValueError, KeyError, TypeError) as error:
+      except (ValueError, KeyError, TypeError, RecursionError) as error:  # RecursionError: nested thousands deep
         raise GeneratorError(f"--input={path} line {number} is not a JSON object with \"phrase\" and \"caption\" "
                              f"({type(error).__name__}: {error}) — write one such object per line, or a .tsv "
                              "file") from error
@@ -552,14 +553,19 @@ def main(argv: Sequence[str]) -> None:
   from capjax import cli  # noqa: PLC0415
   values = _flags()
   cli.parse(values, argv, __doc__)
+  if values["learning_rate"].value is not None:  # 0 is a value (that trains nothing), not "unset"
+    cli.check_number("--learning_rate", values["learning_rate"].value, 0, low_open=True)
+  if values["top_p"].value is not None:
+    cli.check_number("--top_p", values["top_p"].value, 0, 1, low_open=True, hint=" (the probability mass to sample "
+                     "from)")
   try:
     if values["train"].value:
       if not values["output"].value:
         cli.fail("--train needs --output=DIR — give the directory to save the generator in")
       output = cli.writable_dir(values["output"].value, "--output")
       base = PAPER if values["weights"].value else SCRATCH
-      settings = dataclasses.replace(base, epochs=values["epochs"].value or base.epochs,
-                                     learning_rate=values["learning_rate"].value or base.learning_rate)
+      given = {k: values[k].value for k in ("epochs", "learning_rate") if values[k].value is not None}
+      settings = dataclasses.replace(base, **given)
       from capjax.text_models import checkpoint  # noqa: PLC0415
       try:
         generator = train(scene_pairs(values["num_train"].value), settings, values["weights"].value, log=True)

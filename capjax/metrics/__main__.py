@@ -47,6 +47,9 @@ def _load_json(path: str, what: str) -> Any:
   except json.JSONDecodeError as error:
     raise ValueError(f"{path} is not JSON ({error.msg}: line {error.lineno} column {error.colno}) — give {what}") \
         from error
+  except RecursionError as error:  # arrays or objects nested thousands deep: no COCO file is
+    raise ValueError(f"{path} is not the COCO format expected: its JSON is nested deeper than the parser follows "
+                     f"— give {what}") from error
 
 
 def _json_type(value: Any) -> str:

@@ -73,7 +73,9 @@ border-bottom:1px solid #ddd;padding-bottom:12px}} .caption{{font-size:18px}} .i
 
 
 def read_ratings(lines: Iterable[str]) -> list[tuple[str, int, str]]:
-  """Rows (image_id, rater, rating) of a ratings CSV with header image_id,rater,rating."""
+  """Rows (image_id, rater, rating) of a ratings CSV with header image_id,rater,rating. A malformed row is a
+  ValueError naming its line, as every one is here: skipped, an empty image id would count as an image of its own,
+  and the fractions would be of other images than the sheet's."""
   reader = csv.DictReader(lines)
   if reader.fieldnames is None or not {"image_id", "rater", "rating"} <= set(reader.fieldnames):
     raise ValueError("the first line is not the header image_id,rater,rating — give a ratings.csv that a rating "
@@ -89,7 +91,10 @@ def read_ratings(lines: Iterable[str]) -> list[tuple[str, int, str]]:
       rater = int(row["rater"])
     except ValueError:
       raise ValueError(f"line {n}: rater {row['rater']!r} is not a number — number the raters from 1") from None
-    rows.append((str(row["image_id"]).strip(), rater, rating))
+    image_id = (row["image_id"] or "").strip()
+    if not image_id:
+      raise ValueError(f"line {n}: the image_id is empty — give every rating the image id of its sheet")
+    rows.append((image_id, rater, rating))
   return rows
 
 

@@ -15,7 +15,7 @@ def find_java(java: str | None = None) -> str:
   """The java executable to use, or a RuntimeError that says how to install one."""
   path = shutil.which(java or "java")
   if path is None:
-    raise RuntimeError(f"METEOR and SPICE run on Java, and `{java or 'java'}` was not found: {JAVA_INSTALL_HINT}")
+    raise RuntimeError(f"METEOR and SPICE run on Java, and `{java or 'java'}` was not found — {JAVA_INSTALL_HINT}")
   return path
 
 
@@ -23,5 +23,6 @@ def pycocoevalcap_dir() -> str:
   """Where pycocoevalcap (which ships the METEOR and SPICE jars) is installed."""
   spec = importlib.util.find_spec("pycocoevalcap")
   if spec is None or not spec.submodule_search_locations:
-    raise RuntimeError("the METEOR and SPICE jars ship with pycocoevalcap: `pip install pycocoevalcap==1.2`")
+    raise RuntimeError("the METEOR and SPICE jars ship with pycocoevalcap, which is not installed — "
+                       "`pip install pycocoevalcap==1.2`")
   return list(spec.submodule_search_locations)[0]

@@ -26,7 +26,7 @@ _BATCH = 256  # SCORE lines in flight: their answers (~100 bytes each) stay well
 def meteor_jar() -> str:
   jar = os.path.join(pycocoevalcap_dir(), "meteor", "meteor-1.5.jar")
   if not os.path.exists(jar):
-    raise RuntimeError(f"{jar} is missing: `pip install --force-reinstall pycocoevalcap==1.2` brings it back")
+    raise RuntimeError(f"{jar} is missing — `pip install --force-reinstall pycocoevalcap==1.2` brings it back")
   return jar
 
 

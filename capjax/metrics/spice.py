@@ -28,14 +28,15 @@ def check_installation(directory: str | None = None) -> str:
   directory = directory or spice_dir()
   jar = os.path.join(directory, "spice-1.0.jar")
   if not os.path.exists(jar):
-    raise RuntimeError(f"SPICE's jar {jar} is missing: `pip install pycocoevalcap==1.2` ships it")
+    raise RuntimeError(f"SPICE's jar {jar} is missing — `pip install --force-reinstall pycocoevalcap==1.2` ships it")
   lib = os.path.join(directory, "lib")
   missing = [name for name in CORENLP_JARS if not os.path.exists(os.path.join(lib, name))]
   if missing:
     raise RuntimeError(
-        f"SPICE needs Stanford CoreNLP 3.6.0 in {lib}, which lacks {', '.join(missing)}. Either run "
+        f"SPICE needs Stanford CoreNLP 3.6.0 in {lib}, which lacks {', '.join(missing)} — either run "
         f"`python -m pycocoevalcap.spice.get_stanford_models` (downloads ~384 MB), or download {CORENLP_URL}, "
-        f"unzip it and copy {' and '.join(CORENLP_JARS)} into {lib}. SPICE 1.0 wants Java 8 (or 11).")
+        f"unzip it and copy {' and '.join(CORENLP_JARS)} into {lib}; SPICE 1.0 wants Java 8 (or 11), or leave "
+        "SPICE out of --metrics")
   return directory
 
 
@@ -73,8 +74,9 @@ class Spice:
       run = subprocess.run(command, cwd=self.directory, capture_output=True, timeout=self.timeout)
       if run.returncode != 0 or not os.path.exists(outputs):
         tail = run.stderr.decode("utf-8", errors="replace").strip().splitlines()[-5:]
-        raise RuntimeError(f"SPICE failed (exit code {run.returncode}): {' | '.join(tail)}. "
-                           "SPICE 1.0 is known to run on Java 8; point `java=` at one if yours is newer.")
+        raise RuntimeError(f"SPICE failed (exit code {run.returncode}): {' | '.join(tail)} — SPICE 1.0 is known to "
+                           "run on Java 8: put a Java 8 first on PATH if yours is newer, or leave SPICE out of "
+                           "--metrics")
       with open(outputs, encoding="utf-8") as f:
         results = {item["image_id"]: item["scores"] for item in json.load(f)}
     tables = [{category: {k: _float(v) for k, v in values.items()} for category, values in results[image].items()}

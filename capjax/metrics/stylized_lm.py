@@ -246,6 +246,9 @@ class StyleLanguageModel:
     except json.JSONDecodeError as error:
       raise ValueError(f"{os.fspath(path)} is not JSON ({error.msg}: line {error.lineno}) — give {_WRITTEN_BY}") \
           from error
+    except RecursionError as error:  # arrays or objects nested thousands deep
+      raise ValueError(f"{os.fspath(path)} is not a style language model: its JSON is nested deeper than the parser "
+                       f"follows — give {_WRITTEN_BY}") from error
     return cls.from_json(data, os.fspath(path))
 
 

@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from capjax import tokens
+from capjax.config_util import ConfigError
 from capjax.models import encoders, inception_resnet_v2
 from capjax.models.rnn import RNN, RNNConfig
 from capjax.models.t2t import T2T, T2TConfig
@@ -54,6 +56,9 @@ def build(config: ml_collections.ConfigDict, vocab_size: int) -> nn.Module:
   """
   m = config.model
   rows = -(-vocab_size // m.vocab_multiple) * m.vocab_multiple
+  if not 0 < rows <= tokens.MAX_VOCAB_SIZE:  # int32 ids; beyond, jax fails on an overflow deep in a trace
+    raise ConfigError(f"a vocabulary of {vocab_size:,} words (padded to {rows:,} rows) does not fit int32 token "
+                      f"ids — use at most {tokens.MAX_VOCAB_SIZE - m.vocab_multiple + 1:,} words")
   name = m.get("dtype", "float32")
   if name not in DTYPES:
     raise ValueError(f"model.dtype={name!r} is not one of {DTYPES}")

@@ -29,6 +29,7 @@ class Reason(enum.StrEnum):
   EXTRA_COLUMNS = "extra_columns"
   EMPTY = "empty"
   TOO_MANY_CHARACTERS = "too_many_characters"
+  CONTROL_CHARACTERS = "control_characters"
   BOILERPLATE_ONLY = "boilerplate_only"
   TOO_LONG = "too_long"
   TOO_SHORT = "too_short"
@@ -53,7 +54,7 @@ class Reason(enum.StrEnum):
 # Stages in pipeline order, each with the reasons it can give.
 STAGES: dict[str, tuple[Reason, ...]] = {
     "input": (Reason.INVALID_UTF8, Reason.NO_TAB, Reason.EMPTY_ID, Reason.EXTRA_COLUMNS, Reason.EMPTY,
-              Reason.TOO_MANY_CHARACTERS, Reason.BOILERPLATE_ONLY),
+              Reason.TOO_MANY_CHARACTERS, Reason.CONTROL_CHARACTERS, Reason.BOILERPLATE_ONLY),
     "lexical": (Reason.TOO_SHORT, Reason.TOO_LONG, Reason.PROFANITY, Reason.NOT_CAPITALIZED,
                 Reason.TOO_MANY_CAPITALS, Reason.ALL_CAPS, Reason.TITLE_CASE, Reason.REPETITION),
     "syntactic": (Reason.NO_DETERMINER, Reason.NO_NOUN, Reason.NO_PREPOSITION, Reason.NOUN_RATIO),
@@ -77,6 +78,26 @@ def raw_text(text: str, max_chars: int) -> Reason | None:
   if len(text) > max_chars:
     return Reason.TOO_MANY_CHARACTERS
   return None
+
+
+# C0 controls but tab, line feed and carriage return (whitespace any text file may hold), DEL, and C1 controls (the
+# 8-bit CSI U+009B among them).
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def control_characters(text: str) -> Reason | None:
+  """Control characters (C0 but tab and line ends, DEL, C1), terminal escape sequences among them: rejected, not
+  stripped. They are residue of a terminal or of binary data, not words: normalizing turns the ESC of an ANSI
+  sequence ("\\x1b[31m") into a space and leaves "[31m", which became the word "31m" inside a kept caption ("a dog
+  31mruns 0m on the grass"). Stripping whole sequences would need every terminal's grammar, and an alt text that
+  carries them was not written for a reader; so the row is dropped at the input stage, counted in the funnel."""
+  return Reason.CONTROL_CHARACTERS if _CONTROL_CHARACTER.search(text) else None
+
+
+def first_control_character(text: str) -> str | None:
+  """Where `control_characters` found one, for a record's detail: "U+001B at character 7" (from 1), or None."""
+  match = _CONTROL_CHARACTER.search(text)
+  return f"U+{ord(match.group()):04X} at character {match.start() + 1}" if match else None
 
 
 def length(a: Annotation, min_tokens: int, max_tokens: int) -> Reason | None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from absl import flags
 
 from capjax import cli, files
+from capjax.text import lines as lines_lib
 
 REJECT = "reject:"
 COLUMNS = ("id", "source", "category", "alt_text", "expected", "note")
@@ -94,7 +95,7 @@ def load(path: str | None = None) -> list[GoldRow]:
     text = importlib.resources.files("capjax.text").joinpath("data", "gold.tsv").read_text(encoding="utf-8")
   else:
     text = files.read_text(path, "--gold", "a gold TSV")  # a FIFO, a device, UTF-16: an `error:` line
-  return parse(text.splitlines())
+  return parse(lines_lib.split_lines(text))
 
 
 def score(rows: Sequence[GoldRow], pipeline=None) -> Score:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 
 from capjax.text import resources
+from capjax.text import lines as lines_lib
 from capjax.text.annotate import DETERMINER_TAGS, Annotation, Annotator, Span, is_word
 from capjax.text.config import HypernymConfig
 from capjax.text.dates import counted_durations, temporal_spans
@@ -54,7 +55,7 @@ class Hypernymizer:
       extra = None
       if config.entities_path:
         with open(config.entities_path, encoding="utf-8") as f:
-          extra = resources.parse_entity_table(f.read().splitlines())
+          extra = resources.parse_entity_table(lines_lib.split_lines(f.read()))
       resolver = default_resolver(annotator, extra, config.use_seed_entities)
     self.resolver = resolver
     self.units = resources.word_list("units.txt")

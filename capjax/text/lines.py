@@ -4,6 +4,10 @@ the whole file nor a silent U+FFFD. The file must be a regular file, and not UTF
 
 Text mode would do the first two, but it decodes the whole stream: `errors="replace"` turns bad bytes into
 U+FFFD without a word, `errors="strict"` stops at the first one and cannot say on which line.
+
+`split_lines` splits text already decoded at the same line endings and no others: `str.splitlines` also splits at
+form feed, U+2028, U+0085 and more, so a sentence holding one became two rows and a command's output rows no
+longer matched its input lines.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from capjax import files
 
 BOM = b"\xef\xbb\xbf"
 _NEWLINE = re.compile(rb"\r\n|\r|\n")
+_TEXT_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def read_lines(path: str | os.PathLike, chunk_size: int = 1 << 20, flag: str = "") -> Iterator[bytes]:
@@ -40,6 +45,15 @@ def read_lines(path: str | os.PathLike, chunk_size: int = 1 << 20, flag: str = "
     yield from lines
     if last:
       yield last
+
+
+def split_lines(text: str) -> list[str]:
+  """The lines of decoded `text`, split at "\\n", "\\r\\n" and a lone "\\r" only (form feed, U+2028 and the other
+  separators `str.splitlines` splits at stay inside a line); a final line ending adds no empty line."""
+  lines = _TEXT_NEWLINE.split(text)
+  if lines[-1] == "":
+    lines.pop()
+  return lines
 
 
 def undecodable(line: bytes, error: UnicodeDecodeError) -> str:

@@ -9,7 +9,9 @@ or "\\r". A row that cannot be a candidate is still one output line, rejected at
 number in "detail": `invalid_utf8` (bad bytes are never replaced by U+FFFD: the alt_text shows them as
 \\xNN escapes), `no_tab` (a blank line too), `empty_id`, and `extra_columns` for more than one tab: a tab inside
 an alt-text cannot be told from a third column, and either guess (join, or drop the rest) would corrupt
-captions without a word, so the row is counted, not guessed at.
+captions without a word, so the row is counted, not guessed at. An alt-text with control characters (terminal
+escape sequences such as "\\x1b[31m", other C0 and C1 controls but tab) is rejected as `control_characters`, its
+detail naming the first ("U+001B at character 7"): see `capjax.text.filters.control_characters`.
 OUT.jsonl appears only when the run is done (it is written under a temporary name, then renamed).
 """
 
@@ -33,7 +35,8 @@ from capjax.text import lines as lines_lib
 from capjax.text.annotate import Annotation, Annotator, normalize_text
 from capjax.text.boilerplate import strip_boilerplate
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
-from capjax.text.filters import STAGES, FilterChain, Reason, raw_text, text_filters
+from capjax.text.filters import (STAGES, FilterChain, Reason, control_characters, first_control_character, raw_text,
+                                 text_filters)
 from capjax.text.hypernymize import Hypernymizer
 from capjax.text.resolvers import EntityResolver
 
@@ -128,6 +131,9 @@ class TextPipeline:
     reason = raw_text(alt_text, self.config.filters.max_chars)
     if reason is not None:
       return drop(reason)
+    if control_characters(alt_text) is not None:  # before normalizing, which would turn them into spaces
+      return Record(id_, alt_text, False, str(Reason.CONTROL_CHARACTERS), None, (),
+                    first_control_character(alt_text)), None
     text = normalize_text(alt_text)
     if not text:
       return drop(Reason.EMPTY)

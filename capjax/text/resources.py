@@ -9,6 +9,8 @@ import functools
 import importlib.resources
 from typing import Any
 
+from capjax.text import lines as lines_lib
+
 SETUP_HINT = "run `python -m capjax.setup_nltk` (needs network once) or set NLTK_DATA to a folder that has it"
 
 
@@ -137,7 +139,7 @@ def vader() -> Any:
 def read_lines(name: str) -> tuple[str, ...]:
   """Non-empty, non-comment lines of a file shipped in `capjax/text/data/`."""
   text = importlib.resources.files("capjax.text").joinpath("data", name).read_text(encoding="utf-8")
-  return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+  return tuple(line.strip() for line in lines_lib.split_lines(text) if line.strip() and not line.startswith("#"))
 
 
 @functools.cache

@@ -11,10 +11,14 @@ FILE may come before or after the flags. Blank lines of FILE are skipped, not re
 counted on stderr ("blank lines skipped: N"); a row without the --column, a line that is not UTF-8 or (.jsonl)
 not JSON is an error naming the line. --field names text fields; a damaged --dataset (a shard cut short, a
 metadata file that does not parse: capjax.data.integrity) is an error naming the file and how to build it again.
+not JSON is an error naming the line. A .jsonl row counts as kept only when its "kept" is JSON `true`: any other
+value that is not `false` ("false", 1, NaN, 1e309, null, or no "kept") makes the row malformed, skipped and counted on
+stderr with its reason and first line ("malformed rows skipped: kept_not_boolean 2 (first: line 3 ...)").
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -71,9 +75,24 @@ def caption_stats(captions: Iterable[str], tokenize: Callable[[str], Sequence[st
 
 @dataclasses.dataclass
 class LineCounts:
-  """What reading a FILE skipped, for the report on stderr."""
+  """What reading a FILE skipped, for the report on stderr: blank lines, and malformed rows by reason (with the
+  first one's line and what was wrong, `first_malformed`)."""
 
   blank: int = 0
+  malformed: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+  first_malformed: str = ""
+
+  def add_malformed(self, reason: str, where: str) -> None:
+    self.malformed[reason] += 1
+    self.first_malformed = self.first_malformed or where
+
+  def report(self) -> list[str]:
+    """The stderr lines for what was skipped (none when nothing was)."""
+    lines = [f"blank lines skipped: {self.blank}"] if self.blank else []
+    if self.malformed:
+      reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(self.malformed.items()))
+      lines.append(f"malformed rows skipped: {reasons} (first: {self.first_malformed})")
+    return lines
 
 
 def _text_lines(path: str, counts: LineCounts) -> Iterator[tuple[int, str]]:
@@ -102,17 +121,27 @@ def read_column(path: str, column: int, counts: LineCounts | None = None) -> Ite
 
 
 def read_kept_captions(path: str, counts: LineCounts | None = None) -> Iterator[str]:
-  """The "caption" of kept rows of a `capjax.text.pipeline` output; a line that is not a JSON object is a
-  UsageError naming it (blank lines are skipped, counted in `counts`)."""
-  for number, text in _text_lines(path, counts or LineCounts()):
+  """The "caption" of kept rows (their "kept" is JSON `true`) of a `capjax.text.pipeline` output; a line that is
+  not a JSON object is a UsageError naming it. Blank lines, and rows whose "kept" is neither true nor false
+  (`kept_not_boolean`: a string "false" and NaN are truthy in Python), are skipped and counted in `counts`."""
+  counts = counts if counts is not None else LineCounts()
+  for number, text in _text_lines(path, counts):
     try:
       row = json.loads(text)
     except json.JSONDecodeError as e:
       raise UsageError(f"{path} line {number} is not JSON ({e.msg}) — give a capjax.text.pipeline output") from e
+    except RecursionError as e:  # a line of arrays nested thousands deep
+      raise UsageError(f"{path} line {number} is nested deeper than the JSON parser follows — give a "
+                       "capjax.text.pipeline output") from e
     if not isinstance(row, dict):
       raise UsageError(f"{path} line {number} is not a JSON object — give a capjax.text.pipeline output")
+    kept = row.get("kept")
+    if not isinstance(kept, bool):  # only JSON true and false are answers: json.loads gives NaN, 1e309 (inf), "false"
+      shown = json.dumps(kept)[:40] if "kept" in row else "absent"
+      counts.add_malformed("kept_not_boolean", f"line {number}, \"kept\": {shown}")
+      continue
     caption = row.get("caption")
-    if row.get("kept") and caption:
+    if kept and caption:
       if not isinstance(caption, str):
         raise UsageError(f"{path} line {number}: the caption is {type(caption).__name__}, not a string — give a "
                          "capjax.text.pipeline output")
@@ -214,8 +243,8 @@ def run(paths: Sequence[str]) -> int:
     cli.fail(str(e))
   except OSError as e:
     cli.fail(f"cannot read {e.filename}: {e.strerror} — check the path and its permissions")
-  if counts.blank:
-    print(f"blank lines skipped: {counts.blank}", file=sys.stderr)
+  for line in counts.report():
+    print(line, file=sys.stderr)
   print(json.dumps(stats))
   return 0
 

@@ -27,6 +27,7 @@ import numpy as np
 from absl import flags
 
 from capjax import cli, files
+from capjax.text.lines import split_lines
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import checkpoint, tokenizers
 
@@ -80,11 +81,7 @@ class Embedder:
 def read_lines(path: str | os.PathLike[str], flag: str = "") -> list[str]:
   """The lines of a UTF-8 file (no line for a final newline); an empty or blank line is an InputError, a FIFO, a
   device or text that is not UTF-8 an `error:` line naming `flag` (`capjax.files.read_text`)."""
-  text = files.read_text(path, flag, "a text file with one sentence per line")
-  lines = text.split("\n")
-  if lines and lines[-1] == "":
-    lines.pop()
-  lines = [line.removesuffix("\r") for line in lines]
+  lines = split_lines(files.read_text(path, flag, "a text file with one sentence per line"))
   for number, line in enumerate(lines, 1):
     if not line.strip():
       raise InputError(f"line {number} is {'blank' if line else 'empty'}")

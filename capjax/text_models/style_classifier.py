@@ -37,6 +37,7 @@ from absl import flags
 
 from capjax import cli, files
 from capjax.scenes import stylized as scenes_stylized
+from capjax.text.lines import split_lines
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import checkpoint, tokenizers
 
@@ -284,13 +285,17 @@ def read_training(spec: str) -> dict[str, list[str]]:
   """--train: `stylized_scenes` (its 1,000 train images) or STYLE=FILE,... (one sentence per line)."""
   if spec == "stylized_scenes":
     return stylized_scenes_sentences(0, 1_000)
-  data = {}
+  data, paths = {}, {}
   for item in spec.split(","):
     label, sep, path = item.partition("=")
     if not sep or not path:
       raise StyleModelError(f"--train entry {item!r} is not STYLE=FILE — write e.g. romantic=rom.txt,factual=f.txt")
     check_labels([label, FACTUAL if label != FACTUAL else STYLES[0]])
-    lines = files.read_text(path, f"--train={label}", "a text file, one sentence per line").splitlines()
+    if label in paths:  # a dict would keep the last file and drop the first without a word
+      raise StyleModelError(f"--train names {label} twice ({paths[label]} and {path}) — give one file per style "
+                            "(concatenate the two first)")
+    paths[label] = path
+    lines = split_lines(files.read_text(path, f"--train={label}", "a text file, one sentence per line"))
     data[label] = [line for line in lines if line.strip()]
   return data
 
@@ -310,6 +315,8 @@ _LR = flags.DEFINE_float("learning_rate", None, "AdamW learning rate", lower_bou
 
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
+  if _LR.value is not None:
+    cli.check_number("--learning_rate", _LR.value, 0, low_open=True)
   try:  # every input is checked before --output is made: a run that stops at bad input writes nothing
     data = read_training(_TRAIN.value)
     labels = check_labels(list(data))

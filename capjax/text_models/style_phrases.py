@@ -34,6 +34,7 @@ import numpy as np
 from absl import flags
 
 from capjax import cli, files
+from capjax.text.lines import split_lines
 from capjax.text_models import style_classifier as sc
 from capjax.text_models import tokenizers
 
@@ -250,7 +251,7 @@ _PHRASE = flags.DEFINE_enum("phrase", "minimal", PHRASE_MODES, "how many top wor
 
 
 def _lines(path: str, flag: str) -> list[str]:
-  lines = files.read_text(path, flag, "a text file with one sentence per line").splitlines()
+  lines = split_lines(files.read_text(path, flag, "a text file with one sentence per line"))
   if (blank := next((i for i, line in enumerate(lines) if not line.strip()), None)) is not None:
     cli.fail(f"{flag}={path}: line {blank + 1} is empty — write one sentence on every line")
   if not lines:

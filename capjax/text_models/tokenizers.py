@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 import regex
 
+from capjax.text.lines import split_lines
+
 PathLike = str | pathlib.Path
 
 
@@ -90,7 +92,7 @@ class WordPiece:
 
   def __init__(self, vocab_path: PathLike, lower_case: bool):
     try:
-      words = pathlib.Path(vocab_path).read_text(encoding="utf-8").splitlines()
+      words = split_lines(pathlib.Path(vocab_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
       raise TokenizerError(f"{vocab_path} is not a readable UTF-8 vocabulary ({error})") from error
     self.vocab = {word: i for i, word in reversed(list(enumerate(words)))}  # the first of duplicates wins, as in HF
@@ -153,7 +155,7 @@ class ByteLevelBPE:
   def __init__(self, vocab_path: PathLike, merges_path: PathLike, unk_token: str = "<|endoftext|>"):
     try:
       self.vocab = json.loads(pathlib.Path(vocab_path).read_text(encoding="utf-8"))
-      lines = pathlib.Path(merges_path).read_text(encoding="utf-8").splitlines()
+      lines = split_lines(pathlib.Path(merges_path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
       raise TokenizerError(f"{vocab_path} / {merges_path} are not readable GPT-2 tokenizer files ({error})") from error
     if not isinstance(self.vocab, dict) or not all(type(i) is int for i in self.vocab.values()):

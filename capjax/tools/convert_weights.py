@@ -99,6 +99,9 @@ def read_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
       header = json.loads(f.read(header_size).decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
       raise ConversionError(f"{path}: the safetensors header is not valid JSON ({error})") from error
+    except RecursionError as error:  # arrays nested thousands deep: no safetensors header is
+      raise ConversionError(f"{path}: the safetensors header is nested deeper than the JSON parser follows") \
+          from error
   if not isinstance(header, dict):
     raise ConversionError(f"{path}: the safetensors header must be a JSON object")
   metadata = header.pop("__metadata__", {})

@@ -375,7 +375,10 @@ def main(argv: Sequence[str]) -> None:
     cli.fail(f"unknown dataset {name!r} — choose one of {', '.join(sorted(sources.KNOWN_BUILDERS))}")
   if _DATA_DIR.value and not os.path.isdir(os.path.expanduser(_DATA_DIR.value)):
     cli.fail(f"--data_dir={_DATA_DIR.value} is not a directory — give the TFDS data dir the dataset was built in")
-  distributed.maybe_initialize(_DISTRIBUTED.value)
+  try:
+    distributed.maybe_initialize(_DISTRIBUTED.value)
+  except distributed.NoClusterError as error:
+    cli.fail(str(error))
   dataset = ml_collections.ConfigDict(
       {"name": name, "builder_config": config, "data_dir": _DATA_DIR.value, "auto_build": False, "features": ""})
   output_flag = "--output_data_dir" if _OUTPUT_DATA_DIR.value else "--data_dir"

@@ -1,7 +1,13 @@
 """Harvests alt-text candidates from web pages: every <img> with a non-empty alt in HTML files or WARC response
 records, its src resolved against the page url and <base href>, deduplicated on (url, alt), written as a TSV.
 
-`python -m capjax.tools.harvest_alt_text --input=GLOB [--input=GLOB ...] --output=candidates.tsv`
+`python -m capjax.tools.harvest_alt_text --input=GLOB [--input=GLOB ...] --output=candidates.tsv
+    [--max_record_bytes=16777216]`
+
+A page is read as a stream and only up to --max_record_bytes (16 MiB, far above a page's HTML): a WARC
+record whose decompressed HTTP body is larger (a small .warc.gz can inflate to gigabytes), or an HTML file that is,
+is skipped and counted as `record_too_large`, its rest read through in blocks and dropped, so memory stays bounded
+by the cap whatever the input.
 
 The TSV's header is `url<TAB>caption<TAB>page_url`, what img2dataset reads with
 `--input_format=tsv --url_col=url --caption_col=caption --save_additional_columns='["page_url"]'`.
@@ -31,14 +37,16 @@ HTML_SUFFIXES = (".html", ".htm")
 WARC_SUFFIXES = (".warc", ".warc.gz")
 # Longer alt-texts are keyword dumps or pasted articles; the text stage would drop them at 1,000 characters anyway.
 MAX_ALT_CHARS = 10_000
+# The largest page body read, decompressed: hundreds of times a typical page's HTML (tens of KB).
+MAX_RECORD_BYTES = 16 << 20
 _WHITESPACE = re.compile(r"\s+")
 # Characters that would break a TSV row or that the URL parser removes (WHATWG: tab and newlines).
 _URL_STRIP = re.compile(r"[\t\r\n]")
 _CHARSET = re.compile(rb"charset=[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
 
 # Counts the harvest prints, in this order.
-COUNT_KEYS = ("files", "pages", "records_skipped", "truncated_records", "invalid_utf8_pages", "images", "no_alt",
-              "no_src", "data_uri", "not_http", "alt_too_long", "duplicates", "candidates")
+COUNT_KEYS = ("files", "pages", "records_skipped", "truncated_records", "record_too_large", "invalid_utf8_pages",
+              "images", "no_alt", "no_src", "data_uri", "not_http", "alt_too_long", "duplicates", "candidates")
 
 
 class HarvestError(ValueError):
@@ -100,10 +108,15 @@ def page_candidates(html: str, page_url: str, counts: collections.Counter,
     yield url, alt
 
 
-def html_file_pages(path: str) -> Iterator[tuple[str, bytes, bytes]]:
+def html_file_pages(path: str, counts: collections.Counter,
+                    max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, bytes, bytes]]:
   """(page url, body, content type) of one saved page; its url is a <link rel=canonical> if it names one (saved
-  pages often do), else the file's own file:// url."""
-  body = files.read_bytes(path, "--input", "an .html/.htm or .warc/.warc.gz file")
+  pages often do), else the file's own file:// url. A file over `max_record_bytes` is counted, not read."""
+  with files.open_input(path, "--input", "an .html/.htm or .warc/.warc.gz file") as f:
+    body = f.read(max_record_bytes + 1)
+  if len(body) > max_record_bytes:
+    counts["record_too_large"] += 1
+    return
   match = re.search(rb"<link[^>]+rel=[\"']?canonical[\"']?[^>]*>", body[:65536], re.IGNORECASE)
   href = re.search(rb"href=[\"']?([^\"' >]+)", match.group(0), re.IGNORECASE) if match else None
   url = href.group(1).decode("utf-8", "replace") if href else file_uri(path)
@@ -114,9 +127,12 @@ def file_uri(path: str) -> str:
   return "file://" + urllib.parse.quote(os.path.abspath(path))
 
 
-def warc_pages(stream: BinaryIO, counts: collections.Counter) -> Iterator[tuple[str, bytes, bytes]]:
+def warc_pages(stream: BinaryIO, counts: collections.Counter,
+               max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, bytes, bytes]]:
   """(target url, body, content type) of every HTML response record; other records are counted and skipped. A
-  truncated or corrupt record ends the file (a WARC cannot be resynchronized), counted as truncated_records."""
+  truncated or corrupt record ends the file (a WARC cannot be resynchronized), counted as truncated_records. A
+  body that decompresses (WARC gzip member, then HTTP Content-Encoding) to more than `max_record_bytes` is counted
+  as record_too_large: at most that much plus one is read from it, and warcio reads the rest through in blocks."""
   from warcio.archiveiterator import ArchiveIterator  # noqa: PLC0415
   from warcio.exceptions import ArchiveLoadFailed  # noqa: PLC0415
   import zlib  # noqa: PLC0415
@@ -132,12 +148,15 @@ def warc_pages(stream: BinaryIO, counts: collections.Counter) -> Iterator[tuple[
         counts["records_skipped"] += 1
         continue
       url = record.rec_headers.get_header("WARC-Target-URI") or ""
-      body = record.content_stream().read()
+      body = record.content_stream().read(max_record_bytes + 1)
     except StopIteration:
       return
     except (ArchiveLoadFailed, EOFError, OSError, ValueError, zlib.error):
       counts["truncated_records"] += 1
       return
+    if len(body) > max_record_bytes:
+      counts["record_too_large"] += 1
+      continue
     # warcio reads a cut-off block silently: its LimitReader still expects bytes the file no longer has.
     if getattr(record.raw_stream, "limit", 0) > 0:
       counts["truncated_records"] += 1
@@ -161,22 +180,23 @@ def expand_inputs(patterns: Iterable[str]) -> list[str]:
   return list(dict.fromkeys(paths))
 
 
-def file_pages(path: str, counts: collections.Counter) -> Iterator[tuple[str, bytes, bytes]]:
+def file_pages(path: str, counts: collections.Counter,
+               max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, bytes, bytes]]:
   if path.lower().endswith(HTML_SUFFIXES):
-    yield from html_file_pages(path)
+    yield from html_file_pages(path, counts, max_record_bytes)
     return
   with files.open_input(path, "--input") as f:
-    yield from warc_pages(f, counts)
+    yield from warc_pages(f, counts, max_record_bytes)
 
 
-def harvest(paths: Iterable[str], counts: collections.Counter,
-            max_alt_chars: int = MAX_ALT_CHARS) -> Iterator[tuple[str, str, str]]:
+def harvest(paths: Iterable[str], counts: collections.Counter, max_alt_chars: int = MAX_ALT_CHARS,
+            max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, str, str]]:
   """(url, caption, page url) rows, each (url, alt) pair once. The pairs seen are held as 8-byte hashes (about
   60 bytes a pair in a Python set): shard the inputs for crawls beyond a few hundred million pairs."""
   seen: set[bytes] = set()
   for path in paths:
     counts["files"] += 1
-    for page_url, body, content_type in file_pages(path, counts):
+    for page_url, body, content_type in file_pages(path, counts, max_record_bytes):
       counts["pages"] += 1
       text, valid = decode_page(body, content_type)
       counts["invalid_utf8_pages"] += not valid
@@ -208,14 +228,18 @@ _OUTPUT = flags.DEFINE_string("output", None, "the candidates TSV to write (url,
                               flag_values=FLAGS, required=True)
 _MAX_ALT_CHARS = flags.DEFINE_integer("max_alt_chars", MAX_ALT_CHARS, "longer alt-texts are counted and skipped",
                                       lower_bound=1, flag_values=FLAGS)
+_MAX_RECORD_BYTES = flags.DEFINE_integer("max_record_bytes", MAX_RECORD_BYTES, "a page body (a WARC record's, "
+                                         "decompressed, or an HTML file) over this many bytes is counted as "
+                                         "record_too_large and skipped", lower_bound=1, flag_values=FLAGS)
 
 
-def run(patterns: list[str], output: str, max_alt_chars: int = MAX_ALT_CHARS) -> dict[str, int]:
+def run(patterns: list[str], output: str, max_alt_chars: int = MAX_ALT_CHARS,
+        max_record_bytes: int = MAX_RECORD_BYTES) -> dict[str, int]:
   """Harvests into `output`; returns the counts. Raises HarvestError on input it cannot start on."""
   paths = expand_inputs(patterns)
   files.output_file(output, inputs={"--input": paths}, example="candidates.tsv")
   counts: collections.Counter = collections.Counter()
-  write_tsv(harvest(paths, counts, max_alt_chars), output)
+  write_tsv(harvest(paths, counts, max_alt_chars, max_record_bytes), output)
   return {k: counts[k] for k in COUNT_KEYS}
 
 
@@ -223,7 +247,7 @@ def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
   start = time.time()
   try:
-    counts = run(_INPUT.value, _OUTPUT.value, _MAX_ALT_CHARS.value)
+    counts = run(_INPUT.value, _OUTPUT.value, _MAX_ALT_CHARS.value, _MAX_RECORD_BYTES.value)
   except HarvestError as e:
     cli.fail(str(e))
   except OSError as e:

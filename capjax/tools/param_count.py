@@ -55,7 +55,7 @@ def main(argv: Sequence[str]) -> int:
   for spec, config in configs.items():
     try:
       c = counts(config, _VOCAB_SIZE.value)
-    except config_util.ConfigError as error:  # fields that do not fit together: the message says which
+    except config_util.ConfigError as error:  # fields that do not fit together, a --vocab_size beyond int32 ids
       cli.fail(f"--config={spec}: {error}")
     ok &= c["measured"] == c["analytic"]
     print(f"{spec:<28} {c['measured']:>18,} {c['analytic']:>12,} {c['image_encoder']:>14,}")

@@ -147,7 +147,11 @@ def main(argv: Sequence[str]) -> int:
     sharding.mesh_shape({**sizes, "rules": rules_name}, math.prod(sizes.values()))  # the table fits the axes
   except ValueError as error:  # ConfigError included: one line that says what to change
     cli.fail(str(error))
-  for line in report(config, sizes, rules_name, _VOCAB_SIZE.value, _TOP.value, _CONFIG.value):
+  try:
+    lines = report(config, sizes, rules_name, _VOCAB_SIZE.value, _TOP.value, _CONFIG.value)
+  except config_util.ConfigError as error:  # a --vocab_size beyond int32 ids: the model's own check, before tracing
+    cli.fail(f"--vocab_size={_VOCAB_SIZE.value}: {error}")
+  for line in lines:
     print(line)
   return 0
 
