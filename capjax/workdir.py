@@ -242,9 +242,10 @@ class Lock:
       try:
         with open(self.path, "rb") as f:
           seen = f.read()
-      except FileNotFoundError:
+        fresh = time.time() - os.stat(self.path).st_mtime < 5
+      except FileNotFoundError:  # released meanwhile
         continue
-      if not seen and time.time() - os.stat(self.path).st_mtime < 5:  # being written right now
+      if not seen and fresh:  # created by another process that has not written it yet
         time.sleep(0.2)
         continue
       holder = self._holder(seen)
