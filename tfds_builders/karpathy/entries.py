@@ -159,6 +159,18 @@ def _check(root: str, entry: Entry) -> tuple[str | None, tuple[int, int]]:
   return None, (stat.st_size, stat.st_mtime_ns)
 
 
+def read_checked(root: str, entry: Entry, stamp: tuple[int, int]) -> bytes:
+  """The bytes of `entry`'s image, which its check found whole with (size, mtime_ns) `stamp`; a ManualDataError
+  when the file has changed since, so that what is written is what the report counted."""
+  path = os.path.join(root, entry.folder, entry.file_name)
+  with open(path, "rb") as f:
+    data = f.read()
+  if (len(data), os.stat(path).st_mtime_ns) != stamp:
+    raise ManualDataError(f"{path} changed while the dataset was being built — build it again once nothing "
+                          "writes to the image folder")
+  return data
+
+
 def unreferenced_files(root: str, folders: Iterable[str], named: Collection[tuple[str, str]]) -> int:
   """The files in the image folders (links and dot-files aside) that no json entry names (`named`: (folder, file
   name) pairs, malformed entries' included): they are counted, never built."""

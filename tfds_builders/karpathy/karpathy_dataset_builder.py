@@ -112,7 +112,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     if not path.is_file():
       raise ManualDataError(f"{path} is missing — put {what} in the manual dir ({_INSTRUCTIONS_POINTER})")
     folders = [root / f for f in config.folders if (root / f).is_dir()]
-    if not any(any(True for _ in f.iterdir()) for f in folders):
+    if not any(any(not p.name.startswith(".") for p in f.iterdir()) for f in folders):
       raise ManualDataError(f"{' and '.join(os.fspath(root / f) for f in config.folders)} "
                             f"{'is' if len(config.folders) == 1 else 'are'} missing or empty — download the images "
                             f"({_INSTRUCTIONS_POINTER})")
@@ -146,14 +146,8 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     return {split: self._generate_examples(os.fspath(root), kept) for split, kept in built.items()}
 
   def _generate_examples(self, root: str, kept: list) -> Iterator[tuple[str, dict[str, Any]]]:
-    for entry, (size, mtime) in kept:
-      file = os.path.join(root, entry.folder, entry.file_name)
-      with open(file, "rb") as f:
-        data = f.read()
-      if (len(data), os.stat(file).st_mtime_ns) != (size, mtime):
-        raise ManualDataError(f"{file} changed while the dataset was being built — build it again once nothing "
-                              "writes to the image folder")
-      example = {"image": data, "image_id": entry.image_id, "file_name": entry.file_name,
+    for entry, stamp in kept:
+      example = {"image": entries_lib.read_checked(root, entry, stamp), "image_id": entry.image_id, "file_name": entry.file_name,
                  "captions": list(entry.captions), "raw_captions": list(entry.raw_captions),
                  "caption_ids": list(entry.caption_ids)}
       if self.builder_config.with_domain:
