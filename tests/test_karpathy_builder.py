@@ -11,10 +11,12 @@ import os
 import pathlib
 import shutil
 
+import ml_collections
 import pytest
 import tensorflow_datasets as tfds
 
 from capjax.data import build as build_command
+from capjax.data import sources
 from tfds_builders.karpathy import entries as entries_lib
 from tfds_builders.karpathy import karpathy_dataset_builder as karpathy
 from tfds_builders.karpathy import make_dummy_data as dummy
@@ -210,3 +212,14 @@ def test_missing_wrong_or_unbuildable_files_are_one_error_line(tmp_path, capsys)
       f"error: {manual / 'captions.json'} is not a COCO-format caption file (\"images\" and \"annotations\" lists) "
       "(it is a Karpathy split file: build it with karpathy/coco, flickr30k or flickr8k) — give the released "
       f"captions.json {POINTER}\n")
+
+
+def test_capjax_reads_the_references_from_captions_or_from_raw_captions(built):
+  config = ml_collections.ConfigDict({"name": "karpathy", "builder_config": "flickr30k",
+                                      "data_dir": os.fspath(built["flickr30k"].data_dir_root), "caption_field": ""})
+  record = next(r for r in (sources.data_source(config, "test")[i] for i in range(2)) if int(r["image_id"]) == 5)
+  assert record["captions"][0] == b"a child stands near the dog"
+  config.caption_field = "raw_captions"
+  record = next(r for r in (sources.data_source(config, "test")[i] for i in range(2)) if int(r["image_id"]) == 5)
+  assert record["captions"][0] == "A child stands near the dog ."
+  assert sources._text_fields(built["nocaps"].info.features) == ["captions", "raw_captions"]
