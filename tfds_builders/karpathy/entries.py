@@ -11,8 +11,10 @@ import collections
 import concurrent.futures
 import dataclasses
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+from tensorflow_datasets.core.utils import tqdm_utils
 
 from tfds_builders import image_folder
 from tfds_builders.builder_base import ManualDataError
@@ -21,7 +23,7 @@ REPORT_KEYS = ("images", "examples", "missing_image", "corrupt_image", "unsafe_n
 FILE_KEYS = ("entries", "malformed_entry", "duplicate_entry", "unreferenced_file")
 COCO_FORMAT_KEYS = ("annotation_without_image", "image_without_caption")
 NOCAPS_DOMAINS = ("in-domain", "near-domain", "out-domain")
-_THREADS = 8  # image checks in flight: Pillow and file reads release the GIL
+_THREADS, _CHUNK = 8, 512  # image checks: Pillow and file reads release the GIL; at most _CHUNK in flight
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +173,17 @@ def read_checked(root: str, entry: Entry, stamp: tuple[int, int]) -> bytes:
   return data
 
 
+def _checked(root: str, entries: list[Entry]) -> Iterator[tuple[Entry, tuple[str | None, tuple[int, int]]]]:
+  """Each entry with its check, in order: `_CHUNK` at a time over a few threads (a bounded number in flight), with
+  TFDS's progress bar (none when there is nothing to check)."""
+  with concurrent.futures.ThreadPoolExecutor(_THREADS) as pool, \
+      tqdm_utils.tqdm(total=len(entries), desc="Checking images", unit=" images", disable=not entries) as bar:
+    for start in range(0, len(entries), _CHUNK):
+      chunk = entries[start:start + _CHUNK]
+      yield from zip(chunk, pool.map(lambda e: _check(root, e), chunk))
+      bar.update(len(chunk))
+
+
 def unreferenced_files(root: str, folders: Iterable[str], named: Collection[tuple[str, str]]) -> int:
   """The files in the image folders (links and dot-files aside) that no json entry names (`named`: (folder, file
   name) pairs, malformed entries' included): they are counted, never built."""
@@ -195,15 +208,14 @@ def plan(root: str, entries: list[Entry], named: Collection[tuple[str, str]], sp
   json's entries and what was wrong with them, and the unreferenced files."""
   report = {split: image_folder.empty_report(REPORT_KEYS) for split in splits}
   kept: dict[str, list[tuple[Entry, tuple[int, int]]]] = {split: [] for split in splits}
-  with concurrent.futures.ThreadPoolExecutor(_THREADS) as pool:
-    for entry, (reason, stamp) in zip(entries, pool.map(lambda e: _check(root, e), entries)):
-      counts = report[entry.split]
-      counts["images"] += 1
-      if reason:
-        image_folder.count_image_failure(counts, reason)
-        continue
-      counts["examples"] += 1
-      kept[entry.split].append((entry, stamp))
+  for entry, (reason, stamp) in _checked(root, entries):
+    counts = report[entry.split]
+    counts["images"] += 1
+    if reason:
+      image_folder.count_image_failure(counts, reason)
+      continue
+    counts["examples"] += 1
+    kept[entry.split].append((entry, stamp))
   files = {**file_counts, "unreferenced_file": unreferenced_files(root, folders, named)}
   return Plan(kept, {**{s: image_folder.finish_report(report[s]) for s in splits}, "file": files})
 
