@@ -142,8 +142,8 @@ def test_a_split_with_no_readable_image_is_left_out_and_reported(tmp_path, capsy
   builder = _build("coco", manual, tmp_path / "tfds")
   assert {s: i.num_examples for s, i in builder.info.splits.items()} == {"restval": 1, "val": 1, "test": 1}
   assert builder.info.metadata["build_report"]["train"] == _split(2, 0, missing_image=2)
-  assert "note: karpathy/coco: no image of the train split could be read: the split is not built" in \
-      capsys.readouterr().out
+  assert "note: karpathy/coco: no image of the train split could be read: the split is not built\n" in \
+      capsys.readouterr().err
 
 
 def test_an_image_that_changes_after_its_check_stops_the_build():

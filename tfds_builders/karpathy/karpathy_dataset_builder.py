@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,12 +143,13 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     for split in config.splits:
       if split not in built:  # TFDS refuses a split with no examples: it is left out, and the report says why
         print(f"note: karpathy/{config.name}: no image of the {split} split could be read: the split is not built",
-              flush=True)
+              file=sys.stderr, flush=True)
     return {split: self._generate_examples(os.fspath(root), kept) for split, kept in built.items()}
 
   def _generate_examples(self, root: str, kept: list) -> Iterator[tuple[str, dict[str, Any]]]:
     for entry, stamp in kept:
-      example = {"image": entries_lib.read_checked(root, entry, stamp), "image_id": entry.image_id, "file_name": entry.file_name,
+      example = {"image": entries_lib.read_checked(root, entry, stamp), "image_id": entry.image_id,
+                 "file_name": entry.file_name,
                  "captions": list(entry.captions), "raw_captions": list(entry.raw_captions),
                  "caption_ids": list(entry.caption_ids)}
       if self.builder_config.with_domain:

@@ -49,8 +49,8 @@ KARPATHY = {
         (30, "test2015", "COCO_test2015_000000000030.jpg", "train", "malformed_entry"),  # no such folder
     ],
 }
-UNREFERENCED = {"flickr30k": ("flickr30k-images", "1001545525.jpg"), "coco": ("train2014", "COCO_train2014_000000000034.jpg"),
-                "coco_format": ("images", "extra.jpg")}
+UNREFERENCED = {"flickr30k": ("flickr30k-images", "1001545525.jpg"),
+                "coco": ("train2014", "COCO_train2014_000000000034.jpg"), "coco_format": ("images", "extra.jpg")}
 
 # COCO-format images: (id, file name, domain, number of captions, what is wrong).
 COCO_FORMAT = [
