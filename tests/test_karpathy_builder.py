@@ -159,6 +159,7 @@ def test_an_image_that_changes_after_its_check_stops_the_build():
     {"filename": "a.jpg", "imgid": 1, "split": "dev", "sentences": [{"raw": "A.", "tokens": ["a"]}]},  # bad split
     {"filename": "a.jpg", "imgid": 1, "split": "train", "sentences": []},
     {"filename": "a.jpg", "imgid": 1, "split": "train", "sentences": [{"raw": "A dog."}]},           # no tokens
+    {"filename": "a.jpg", "imgid": 1, "split": "train", "sentences": [{"raw": None, "tokens": []}]},  # no raw
     {"filename": "a.jpg", "imgid": True, "split": "train", "sentences": [{"raw": "A.", "tokens": ["a"]}]},
     "a.jpg",
 ])
@@ -167,6 +168,15 @@ def test_an_entry_without_the_keys_it_needs_is_malformed(entry):
   parsed, _ = entries_lib.parse_karpathy({"images": [entry, {"sentences": []}]}, "f.json", ("train",), ("x",), False,
                                          counts, "fix it")
   assert parsed == [] and counts == {"entries": 2, "malformed_entry": 2, "duplicate_entry": 0}
+
+
+def test_a_sentence_with_empty_text_or_no_tokens_is_kept_as_released():
+  counts = dict.fromkeys(entries_lib.FILE_KEYS[:-1], 0)
+  entry = {"filename": "a.jpg", "imgid": 7, "split": "test",
+           "sentences": [{"raw": "A dog.", "tokens": ["a", "dog"], "sentid": 70}, {"raw": "", "tokens": []}]}
+  parsed, named = entries_lib.parse_karpathy({"images": [entry]}, "f.json", ("test",), ("x",), False, counts, "")
+  assert parsed == [entries_lib.Entry("test", "x", "a.jpg", 7, ("A dog.", ""), ("a dog", ""), (70, -1))]
+  assert named == {("x", "a.jpg")} and counts == {"entries": 1, "malformed_entry": 0, "duplicate_entry": 0}
 
 
 def _fail(capsys, config: str, manual: pathlib.Path, tmp_path: pathlib.Path) -> str:
@@ -223,3 +233,13 @@ def test_capjax_reads_the_references_from_captions_or_from_raw_captions(built):
   record = next(r for r in (sources.data_source(config, "test")[i] for i in range(2)) if int(r["image_id"]) == 5)
   assert record["captions"][0] == "A child stands near the dog ."
   assert sources._text_fields(built["nocaps"].info.features) == ["captions", "raw_captions"]
+
+
+def test_a_coco_format_file_and_folder_of_other_names_are_given_by_links(tmp_path):
+  manual = tmp_path / "manual"
+  manual.mkdir()
+  (manual / "captions.json").symlink_to(DUMMY / "captions.json")
+  (manual / "images").symlink_to(DUMMY / "images", target_is_directory=True)
+  builder = _build("coco_format", manual, tmp_path / "tfds")
+  assert dict(builder.info.metadata["build_report"]) == REPORTS["coco_format"]
+  assert sorted(_records(builder, "validation")) == [101, 102]

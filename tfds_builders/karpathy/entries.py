@@ -62,7 +62,8 @@ def parse_karpathy(data: Any, path: str, splits: Sequence[str], folders: Sequenc
                    counts: dict[str, int], what_to_do: str) -> tuple[list[Entry], set[tuple[str, str]]]:
   """The entries of a Karpathy split file, in file order, and every (folder, file name) the file names, malformed
   entries included. Each entry needs filename, imgid (cocoid and a filepath in `folders` for COCO), a split in
-  `splits` and one or more sentences, each with raw text and a list of tokens; an entry without them is a
+  `splits` and one or more sentences, each with its raw text and a list of tokens (kept as they are, even empty:
+  every reference caption is kept, and one bad sentence would drop a test image); an entry without them is a
   malformed_entry, a second entry of the same image id a duplicate_entry."""
   images = data.get("images") if isinstance(data, dict) else None
   if not isinstance(images, list) or (images and not any(isinstance(e, dict) and "sentences" in e for e in images)):
@@ -83,8 +84,8 @@ def parse_karpathy(data: Any, path: str, splits: Sequence[str], folders: Sequenc
     sentences = entry.get("sentences")
     well_formed = (_is_text(entry.get("filename")) and _is_int(image_id) and _is_int(entry.get("imgid"))
                    and folder in folders and entry.get("split") in splits and isinstance(sentences, list)
-                   and sentences and all(isinstance(s, dict) and _is_text(s.get("raw"))
-                                         and isinstance(s.get("tokens"), list) and s["tokens"]
+                   and sentences and all(isinstance(s, dict) and isinstance(s.get("raw"), str)
+                                         and isinstance(s.get("tokens"), list)
                                          and all(isinstance(t, str) for t in s["tokens"]) for s in sentences))
     if not well_formed:
       counts["malformed_entry"] += 1
