@@ -58,6 +58,13 @@ class KarpathyFlickr30kTest(tfds.testing.DatasetBuilderTestCase):
   SKIP_CHECKSUMS = True
 
 
+class KarpathyNocapsTest(tfds.testing.DatasetBuilderTestCase):
+  DATASET_CLASS = karpathy.Builder
+  BUILDER_CONFIG_NAMES_TO_TEST = ["nocaps"]
+  SPLITS = SPLITS["nocaps"]
+  SKIP_CHECKSUMS = True
+
+
 def _build(config: str, manual_dir: pathlib.Path, data_dir: pathlib.Path) -> tfds.core.DatasetBuilder:
   builder = tfds.builder(f"karpathy/{config}", data_dir=data_dir)
   builder.download_and_prepare(file_format="array_record",
