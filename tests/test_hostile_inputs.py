@@ -350,6 +350,24 @@ MAIN_CASES = [
 
 # --- capjax.data.build ---------------------------------------------------------------------------------------------
 
+KARPATHY_JSON = {"images": [{"filename": "1.jpg", "imgid": 1, "split": "test",
+                             "sentences": [{"raw": "A dog.", "tokens": ["a", "dog"], "sentid": 1}]}]}
+# (name, config, manual dir, its files, what the error line says): a manual dir the karpathy builder cannot build.
+KARPATHY_BUILDS = [
+    ("manual-dir-without-the-files", "flickr30k", "folder", {}, "dataset_flickr30k.json is missing"),
+    ("json-not-json", "flickr30k", "kp", {"kp/dataset_flickr30k.json": b'{"images": [',
+                                          "kp/flickr30k-images/1.jpg": b"x"}, "is not JSON"),
+    ("json-is-coco-format", "flickr30k", "kp", {"kp/dataset_flickr30k.json": _json(REFS),
+                                                "kp/flickr30k-images/1.jpg": b"x"}, "karpathy/coco_format"),
+    ("coco-format-json-is-karpathys", "nocaps", "kp", {"kp/nocaps_val_4500_captions.json": _json(KARPATHY_JSON),
+                                                       "kp/validation/1.jpg": b"x"}, "karpathy/coco, flickr30k"),
+    ("json-entries-missing-keys", "flickr30k", "kp",
+     {"kp/dataset_flickr30k.json": _json({"images": [{"filename": "1.jpg", "sentences": []}]}),
+      "kp/flickr30k-images/1.jpg": b"x"}, "no example could be built"),
+    ("image-folder-empty", "flickr30k", "kp", {"kp/dataset_flickr30k.json": _json(KARPATHY_JSON),
+                                               "kp/flickr30k-images/.keep": b""}, "missing or empty"),
+]
+
 BUILD_CASES = [
     case(BUILD, "dataset-unknown", "--dataset=cc4m", "--data_dir={t}/new", match="cc4m", absent=("new",)),
     case(BUILD, "dataset-empty", "--dataset=", "--data_dir={t}/new", absent=("new",)),
@@ -370,6 +388,10 @@ BUILD_CASES = [
     case(BUILD, "manual-dir-without-the-files", "--dataset=cc3m", "--manual_dir={t}/folder", "--data_dir={t}/new",
          match="Train_GCC-training.tsv", absent=("new/cc3m/unlabeled/1.0.0",),
          leaves=("new/cc3m/.config/metadata.json",)),
+    *(case(BUILD, f"karpathy-{name}", f"--dataset=karpathy/{config}", f"--manual_dir={{t}}/{folder}",
+           "--data_dir={t}/new", files=files, match=match, absent=(f"new/karpathy/{config}/1.0.0",),
+           leaves=("new/karpathy/.config/metadata.json",))
+      for name, config, folder, files, match in KARPATHY_BUILDS),
     case(BUILD, "set-on-a-builder-without-settings", "--dataset=synthetic_scenes", "--set=size=3",
          "--data_dir={t}/new", match="--set", absent=("new",)),
     case(BUILD, "set-unknown-key", "--dataset=alt_text_captions", "--set=colour=red", "--manual_dir={t}/folder",

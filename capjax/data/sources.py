@@ -50,6 +50,11 @@ KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
         "tfds_builders.alt_text_captions",
         "harvest alt-texts and download their images with img2dataset (see tfds_builders/alt_text_captions/README.md), "
         "then run `python -m capjax.data.build --dataset=alt_text_captions --manual_dir=DIR --data_dir=DATA_DIR`"),
+    "karpathy": (
+        "tfds_builders.karpathy",
+        "download Karpathy's caption_datasets.zip and the images into DIR (see tfds_builders/karpathy/README.md), "
+        "then run `python -m capjax.data.build --dataset=karpathy/flickr30k --manual_dir=DIR --data_dir=DATA_DIR` "
+        "(or karpathy/coco, karpathy/flickr8k, karpathy/coco_format, karpathy/nocaps)"),
     "cc12m_llavanext": (
         "tfds_builders.cc12m_llavanext",
         "download train.jsonl.gz (CC12M's LLaVA-NeXT recaptions) and the cc12m-wds tars into DIR (see "
@@ -244,7 +249,7 @@ class CaptionFieldSource:
     return [self._with_captions(record) for record in self.source.__getitems__(indices)]
 
 
-_NOT_CAPTIONS = ("url", "key", "flags")  # text fields of the builders here that hold no caption
+_NOT_CAPTIONS = ("url", "key", "flags", "file_name", "domain")  # text fields of the builders here that hold no caption
 
 
 def _text_fields(features) -> list[str]:
