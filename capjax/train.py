@@ -356,6 +356,25 @@ class DiskFullError(ConfigError):
                      f"then {resume}")
 
 
+class DivergedError(ConfigError):
+  """The training loss is no longer a number (NaN or infinite): every later step would be as well."""
+
+  def __init__(self, step: int, loss: float):
+    super().__init__(f"the training loss is {loss} at step {step}: the run diverged, and no state after it is saved "
+                     "— train again in another --workdir with a lower --config.optimizer.learning_rate or with "
+                     "--config.optimizer.grad_clip_norm set (--config.debug_nans=True names the operation)")
+
+
+def interval_means(interval: list[dict[str, jax.Array]], step: int) -> dict[str, float]:
+  """The mean loss and gradient norm of the steps `interval` (the metrics of those up to `step`, since the last log:
+  one batch's loss is noise), fetched in one transfer; a DivergedError at the first that is not finite."""
+  values = jax.device_get(interval)
+  for offset, v in enumerate(values):
+    if not math.isfinite(float(v["loss"])):
+      raise DivergedError(step - len(values) + 1 + offset, float(v["loss"]))
+  return {k: float(np.mean([v[k] for v in values])) if values else math.nan for k in ("loss", "grad_norm")}
+
+
 def ensure_space(workdir: str, need: int, saved: int | None) -> int:
   """Raises DiskFullError before a save that cannot fit (the previous ones are kept until it is committed), and
   returns what a checkpoint needs: `need`, or what the latest one (`saved`) took if that is more (orbax's files of a
@@ -508,6 +527,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   t_last, step_last = time.time(), step
   interrupted = False
   in_flight: collections.deque[jax.Array] = collections.deque()
+  interval: list[dict[str, jax.Array]] = []  # the metrics of the steps since the last log step
   need = checkpoint_bytes(state)
   with stop, disk_full_is_one_error(workdir, lambda: need):
     while step < total:
@@ -521,12 +541,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
       in_flight.append(metrics["loss"])
       if len(in_flight) > config.max_steps_ahead:
         in_flight.popleft().block_until_ready()
+      interval.append(metrics)
       log_step = step % config.log_every == 0 or step == total
       if log_step:
-        m = jax.device_get(metrics)
+        m = interval_means(interval, step)
+        interval = []
         now = time.time()
         steps_per_s = (step - step_last) / max(now - t_last, 1e-9)
-        record = {"step": step, "loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]),
+        record = {"step": step, "loss": m["loss"], "grad_norm": m["grad_norm"],
                   "examples_per_s": steps_per_s * config.batch_size}
         writer.write_scalars(step, {k: v for k, v in record.items() if k != "step"})
         logging.info("step %d/%d  loss %.4f  %.1f examples/s  ETA %s", step, total, record["loss"],
@@ -546,6 +568,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
       # the resumed run keeps and picks checkpoints as an uninterrupted one would.
       interrupted = stop.after(step, log_step)
       if scores is not None or interrupted or step % config.checkpoint_every == 0:
+        interval_means(interval, step)  # a diverged state is never saved
         if jax.process_count() == 1:  # processes of a job could disagree on it: there, ENOSPC itself stops them
           mngr.wait_until_finished()  # as `save` does first: the space the previous save takes is then known
           need = ensure_space(workdir, need, committed_step(workdir))

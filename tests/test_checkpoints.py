@@ -17,6 +17,7 @@ import subprocess
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
@@ -283,3 +284,23 @@ def test_a_full_disk_ends_training_in_one_error_and_leaves_no_partial_checkpoint
     train.train_and_evaluate(config, str(workdir))
   _assert_disk_full(e.value, workdir, kept)
   assert _kept_steps(workdir) == kept
+
+
+def test_a_loss_that_is_not_finite_stops_the_run_before_its_state_is_saved(data_dir, tmp_path, monkeypatch):
+  real = train.loss_fn
+
+  def diverging(model, params, batch, rng, label_smoothing, num_words):  # the loss of step 1 on is NaN
+    loss, tokens = real(model, params, batch, rng, label_smoothing, num_words)
+    return loss * jnp.nan, tokens
+
+  monkeypatch.setattr(train, "loss_fn", diverging)
+  config = _config(data_dir)
+  config.update(num_train_steps=8, eval_every=1000, checkpoint_every=2, log_every=5)
+  _scored_evaluations(monkeypatch)
+  with pytest.raises(train.DivergedError) as e:
+    train.train_and_evaluate(config, str(tmp_path))
+  assert str(e.value) == (
+      "the training loss is nan at step 1: the run diverged, and no state after it is saved — train again in another "
+      "--workdir with a lower --config.optimizer.learning_rate or with --config.optimizer.grad_clip_norm set "
+      "(--config.debug_nans=True names the operation)")
+  assert _kept_steps(tmp_path) == [] and not (tmp_path / "run.lock").exists()
