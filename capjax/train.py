@@ -7,10 +7,8 @@ step all processes agree on in several (`capjax.preemption.AgreedStop`: JAX's pr
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
-import errno
 import glob
 import json
 import logging as pylogging
@@ -526,7 +524,6 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   total = config.num_train_steps
   t_last, step_last = time.time(), step
   interrupted = False
-  in_flight: collections.deque[jax.Array] = collections.deque()
   interval: list[dict[str, jax.Array]] = []  # the metrics of the steps since the last log step
   need = checkpoint_bytes(state)
   with stop, disk_full_is_one_error(workdir, lambda: need):
@@ -534,14 +531,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
       batch = sharding.host_to_global(next(train_iter), mesh)
       state, metrics = setup.train_step(state, batch)
       step += 1
+      interval.append(metrics)
       # JAX dispatches asynchronously: unchecked, the loop queues step after step ahead of the device, and a stop
       # (SIGTERM, with 30 s of grace on a preempted TPU) must wait for the whole queue before the checkpoint can be
       # written. Waiting for step N - max_steps_ahead's loss keeps the queue short while the host still reads the
-      # next batch during the current step (as big_vision's and MaxText's loops do).
-      in_flight.append(metrics["loss"])
-      if len(in_flight) > config.max_steps_ahead:
-        in_flight.popleft().block_until_ready()
-      interval.append(metrics)
+      # next batch during the current step (as big_vision's and MaxText's loops do); a log step waits for all.
+      if len(interval) > config.max_steps_ahead:
+        interval[-1 - config.max_steps_ahead]["loss"].block_until_ready()
       log_step = step % config.log_every == 0 or step == total
       if log_step:
         m = interval_means(interval, step)

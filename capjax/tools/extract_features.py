@@ -11,7 +11,6 @@ import concurrent.futures
 import dataclasses
 import functools
 import glob
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
