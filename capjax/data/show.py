@@ -229,9 +229,9 @@ def main(argv: Sequence[str]) -> int:
   for name, n in counts.items():
     print(f"  {name}: {n:,} examples")
   report = build_report(builder)
-  if report:
-    print(f"build report: {json.dumps(plain(report), indent=2, ensure_ascii=False, default=str)}")
-  else:
+  for key, value in report.items():  # "build report: {...}", "funnel: [...]", "settings: {...}"
+    print(f"{key.replace('_', ' ')}: {json.dumps(plain(value), indent=2, ensure_ascii=False, default=str)}")
+  if not report:
     print("build report: none stored (this builder records none)")
   if field:
     try:
