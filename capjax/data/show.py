@@ -29,6 +29,7 @@ from absl import flags
 
 from capjax import cli, files
 from capjax.config_util import ConfigError
+from capjax.data import integrity
 from capjax.strings import as_str
 from capjax.text import stats
 
@@ -213,6 +214,13 @@ def main(argv: Sequence[str]) -> int:
   from capjax.data import sources  # noqa: PLC0415
   data_dir = sources.default_data_dir({"data_dir": _DATA_DIR.value})
   dataset, split = _DATASET.value, _SPLIT.value
+  base, slash, config = dataset.partition("/")
+  for part, what in ((base, "dataset name"), *(((config, "builder config"),) if slash else ())):
+    if wrong := integrity.name_problem(part):
+      cli.fail(f"--dataset={dataset}: the {what} {part!r} {wrong} — give NAME or NAME/CONFIG, e.g. "
+               "synthetic_scenes/tiny")
+  if os.path.exists(data_dir) and not os.path.isdir(data_dir):
+    cli.fail(f"--data_dir={data_dir} is a file, not a directory — give the TFDS data dir the dataset is built in")
   try:
     builder = open_builder(dataset, data_dir)
   except (sources.DatasetNotBuiltError, ConfigError) as e:
