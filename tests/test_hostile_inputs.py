@@ -758,6 +758,15 @@ def _convert(name: str, weights_format: str, weights: str, match: str = "", **kw
 
 
 CONVERT_CASES = [
+    case(CONVERT, "random-with-input", "--format=random", "--input={a}/other.safetensors", "--output={t}/converted",
+         match="--format=random reads no file", absent=("converted",)),
+    case(CONVERT, "random-output-is-a-file", "--format=random", "--output={t}/alt.tsv", match="is a file"),
+    case(CONVERT, "random-over-real-weights", "--format=random", "--output={t}/real",
+         files={"real/metadata.json": b'{"format": "keras-h5", "num_classes": 1000}\n', "real/variables/x": b"x"},
+         match="holds weights converted from a file"),
+    case(CONVERT, "random-into-a-full-folder", "--format=random", "--output={t}/folder", match="other files in it"),
+    case(CONVERT, "random-seed-negative", "--format=random", "--output={t}/converted", "--seed=-1", match="--seed",
+         absent=("converted",)),
     case(CONVERT, "no-format", "--input={a}/other.safetensors", "--output={t}/converted", match="--format"),
     case(CONVERT, "format-unknown", "--format=onnx", "--input={a}/other.safetensors", "--output={t}/converted",
          match="--format", absent=NO_CONVERSION),
