@@ -5,11 +5,8 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import NoReturn
 
-import flax.linen as nn
-import jax
-import numpy as np
 import pytest
 
 from capjax.models import inception_resnet_v2 as irv2
@@ -37,18 +34,9 @@ def import_extra(module: str, install: str) -> ModuleType:
     extra_missing(f"{module} is not installed: {install}")
 
 
-def random_like(abstract: Any, rng: np.random.Generator) -> Any:
-  """Numpy draws of every leaf's shape: normals scaled by 1/sqrt(fan-in), batch-norm variances in [0.5, 2]
-  (XLA's init of a whole Inception-ResNet-v2 takes about a minute to compile on a 2-core CPU)."""
-  def draw(path: tuple, leaf: jax.ShapeDtypeStruct) -> np.ndarray:
-    if getattr(path[-1], "key", None) == "var":
-      return rng.uniform(0.5, 2.0, leaf.shape).astype(leaf.dtype)
-    fan_in = int(np.prod(leaf.shape[:-1])) if len(leaf.shape) > 1 else 25
-    return rng.normal(0, 1 / np.sqrt(fan_in), leaf.shape).astype(leaf.dtype)
-  return jax.tree_util.tree_map_with_path(draw, abstract)
+random_like = irv2.random_like  # the library's, which `convert_weights --format=random` writes
 
 
 def random_irv2_variables(num_classes: int | None = IRV2_NUM_CLASSES, seed: int = 0) -> dict:
   """Random weights and batch-norm statistics of the released layout, as convert_weights would give them."""
-  abstract = nn.meta.unbox(irv2.abstract_variables(irv2.InceptionResNetV2(num_classes=num_classes)))
-  return random_like(abstract, np.random.default_rng(seed))
+  return irv2.random_variables(num_classes, seed)

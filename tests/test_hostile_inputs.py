@@ -65,7 +65,7 @@ def _modes_bind() -> bool:
 
 MODES_BIND = _modes_bind()
 
-MAIN, BUILD = "capjax.main", "capjax.data.build"
+MAIN, BUILD, SHOW = "capjax.main", "capjax.data.build", "capjax.data.show"
 PIPELINE, STATS, GOLD = "capjax.text.pipeline", "capjax.text.stats", "capjax.text.gold"
 METRICS, HUMAN_EVAL, STYLE_LM = "capjax.metrics", "capjax.metrics.human_eval", "capjax.metrics.stylized_lm"
 CONVERT, EXTRACT, EXTRACT_TFDS = "capjax.tools.convert_weights", "capjax.tools.extract_features", \
@@ -75,7 +75,7 @@ EMBED = "capjax.text_models.embed"
 STYLE_CLS, STYLE_PHRASES = "capjax.text_models.style_classifier", "capjax.text_models.style_phrases"
 SHARDING_REPORT = "capjax.tools.sharding_report"
 GENERATE, AUGMENT, DEMO = "capjax.erg.generate", "capjax.erg.augment", "capjax.erg.demo"
-COMMANDS = (MAIN, BUILD, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, STYLE_LM, CONVERT, EXTRACT, EXTRACT_TFDS,
+COMMANDS = (MAIN, BUILD, SHOW, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, STYLE_LM, CONVERT, EXTRACT, EXTRACT_TFDS,
             HARVEST, PARAM_COUNT, SHARDING_REPORT, EMBED, STYLE_CLS, STYLE_PHRASES, GENERATE, AUGMENT, DEMO)
 
 
@@ -468,6 +468,43 @@ PIPELINE_CASES = [
     *not_flags(PIPELINE, "--input={t}/alt.tsv", "--output={t}/out.jsonl"),
 ]
 
+# --- capjax.data.show ----------------------------------------------------------------------------------------------
+
+_TINY = ("--dataset=synthetic_scenes/tiny", "--data_dir={d}", "--split=validation")
+SHOW_CASES = [
+    case(SHOW, "no-dataset", "--split=train", match="missing --dataset"),
+    case(SHOW, "no-split", "--dataset=synthetic_scenes/tiny", "--data_dir={d}", match="missing --split"),
+    case(SHOW, "dataset-not-built", "--dataset=synthetic_scenes/tiny", "--split=train", "--data_dir={t}/folder",
+         match="is not built in {t}/folder"),
+    case(SHOW, "dataset-unknown", "--dataset=cc4m", "--split=train", "--data_dir={t}/folder",
+         match="TFDS has no builder of that name"),
+    case(SHOW, "dataset-path-out", "--dataset=../synthetic_scenes", "--split=train", "--data_dir={d}",
+         match="starts with '.'"),
+    case(SHOW, "config-unknown", "--dataset=synthetic_scenes/huge", "--split=train", "--data_dir={d}",
+         match="huge"),
+    case(SHOW, "data-dir-is-a-file", "--dataset=synthetic_scenes/tiny", "--split=train", "--data_dir={t}/alt.tsv",
+         match="--data_dir={t}/alt.tsv is a file"),
+    case(SHOW, "split-unknown", "--dataset=synthetic_scenes/tiny", "--data_dir={d}", "--split=dev",
+         match="no split 'dev'"),
+    case(SHOW, "dataset-shard-cut", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:shard-cut}", "--split=train",
+         match=f"{TRAIN_SHARD} holds 0 records"),
+    case(SHOW, "html-is-the-datasets-info", *_TINY, "--html={d}/synthetic_scenes/tiny/1.0.0/dataset_info.json",
+         match="would overwrite --data_dir="),
+    case(SHOW, "html-is-a-device", *_TINY, "--html={t}/null.html", files={"null.html": NULL_DEVICE},
+         match="null.html is a character device"),
+    case(SHOW, "html-is-a-folder", *_TINY, "--html={t}/folder", match="is a directory"),
+    case(SHOW, "html-is-its-own-sheet", *_TINY, "--html={t}/page.png", match="its own contact sheet"),
+    case(SHOW, "sheet-is-a-device", *_TINY, "--html={t}/page.html", files={"page.png": NULL_DEVICE},
+         match="page.png is a character device"),
+    case(SHOW, "refs-is-the-html", *_TINY, "--html={t}/page.html", "--refs={t}/page.html",
+         match="would overwrite --html="),
+    case(SHOW, "refs-in-a-missing-folder", *_TINY, "--refs={t}/nowhere/refs.json", match="does not exist"),
+    case(SHOW, "num-zero", *_TINY, "--html={t}/page.html", "--num=0", match="--num"),
+    case(SHOW, "num-negative", *_TINY, "--html={t}/page.html", "--num=-3", match="--num"),
+    case(SHOW, "num-not-a-number", *_TINY, "--num=all", match="--num"),
+    *not_flags(SHOW, *_TINY),
+]
+
 # --- capjax.text.stats ---------------------------------------------------------------------------------------------
 
 STATS_CASES = [
@@ -721,6 +758,15 @@ def _convert(name: str, weights_format: str, weights: str, match: str = "", **kw
 
 
 CONVERT_CASES = [
+    case(CONVERT, "random-with-input", "--format=random", "--input={a}/other.safetensors", "--output={t}/converted",
+         match="--format=random reads no file", absent=("converted",)),
+    case(CONVERT, "random-output-is-a-file", "--format=random", "--output={t}/alt.tsv", match="is a file"),
+    case(CONVERT, "random-over-real-weights", "--format=random", "--output={t}/real",
+         files={"real/metadata.json": b'{"format": "keras-h5", "num_classes": 1000}\n', "real/variables/x": b"x"},
+         match="holds weights converted from a file"),
+    case(CONVERT, "random-into-a-full-folder", "--format=random", "--output={t}/folder", match="other files in it"),
+    case(CONVERT, "random-seed-negative", "--format=random", "--output={t}/converted", "--seed=-1", match="--seed",
+         absent=("converted",)),
     case(CONVERT, "no-format", "--input={a}/other.safetensors", "--output={t}/converted", match="--format"),
     case(CONVERT, "format-unknown", "--format=onnx", "--input={a}/other.safetensors", "--output={t}/converted",
          match="--format", absent=NO_CONVERSION),
@@ -1276,7 +1322,7 @@ AUGMENT_FILE_CASES = [
     case(AUGMENT, "output-dataset-a-path", *AUG[:3], "--output_dataset=../escape", "--data_dir={t}/folder",
          match="is not a TFDS name"),]
 
-ALL_CASES = (MAIN_CASES + BUILD_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
+ALL_CASES = (MAIN_CASES + BUILD_CASES + SHOW_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
              + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES
              + SHARDING_REPORT_CASES + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES + GENERATE_CASES
              + GENERATE_FILE_CASES + AUGMENT_CASES + AUGMENT_FILE_CASES + DEMO_CASES)

@@ -3,9 +3,15 @@ Face text models (BERT-family encoders such as MiniLM, GPT-2).
 
 usage: python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=DIR
        python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2 --input=DIR --output=DIR
+       python -m capjax.tools.convert_weights --format=random --output=DIR [--seed=0]
 Writes an orbax checkpoint and metadata.json (with the input's sha256) into DIR and prints the metadata.
+--format=random writes untrained Inception-ResNet-v2 weights with the 1,000-class head, no download needed: for
+trying the feature path end to end (their metadata says "format": "random"; features from them are noise). It
+never replaces weights converted from a file in DIR.
 A Hugging Face --input directory holds model.safetensors, config.json and vocab.txt (BERT; tokenizer_config.json's
 do_lower_case is kept, default true) or vocab.json and merges.txt (GPT-2); DIR gets them (capjax.text_models).
+
+Over 450 lines: the safetensors reader and the Keras and timm name maps are one conversion, read together.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from capjax.text_models.config import ConfigError
 from capjax.strings import as_str
 
 Key = tuple[str, ...]  # (collection, *module path, variable), e.g. ("params", "Mixed_5b", ..., "kernel")
-FORMATS = ("keras", "timm", "hf_bert", "hf_gpt2")
+FORMATS = ("keras", "timm", "hf_bert", "hf_gpt2", irv2.RANDOM_FORMAT)
 HF_FORMATS = {"hf_bert": "bert", "hf_gpt2": "gpt2"}
 IMAGENET_CLASSES = 1000
 
@@ -420,17 +426,56 @@ def convert_hf(weights_format: str, input_dir: str | os.PathLike[str], output: s
 FLAGS = flags.FlagValues()
 _FORMAT = flags.DEFINE_enum("format", None, FORMATS, "keras: legacy .h5 (keras.applications download) or Keras 3 "
                             ".weights.h5; timm: inception_resnet_v2 safetensors; hf_bert: a Hugging Face "
-                            "BERT-family (BertModel, MiniLM) directory; hf_gpt2: a Hugging Face GPT-2 directory",
+                            "BERT-family (BertModel, MiniLM) directory; hf_gpt2: a Hugging Face GPT-2 directory; "
+                            "random: untrained Inception-ResNet-v2 weights (no --input)",
                             flag_values=FLAGS, required=True)
 _INPUT = flags.DEFINE_string("input", None, "the weights file (keras, timm) or checkpoint directory (hf_*)",
-                             flag_values=FLAGS, required=True)
+                             flag_values=FLAGS)
 _OUTPUT = flags.DEFINE_string("output", None, "directory for the orbax checkpoint and metadata.json",
                               flag_values=FLAGS, required=True)
+_SEED = flags.DEFINE_integer("seed", 0, "--format=random: the seed of the draws", lower_bound=0, flag_values=FLAGS)
+
+
+def write_random(output: str | os.PathLike[str], seed: int = 0) -> dict[str, Any]:
+  """Untrained Inception-ResNet-v2 weights (1,000-class head) and their metadata in `output`; returns the metadata."""
+  variables = irv2.random_variables(IMAGENET_CLASSES, seed)
+  metadata = irv2.random_metadata(variables, IMAGENET_CLASSES, seed)
+  irv2.save_converted(output, variables, metadata)
+  return metadata
+
+
+def _refuse_real_weights(output: str) -> None:
+  """An `error:` line when `output` holds weights converted from a file: random ones never replace them."""
+  path = os.path.join(output, irv2.METADATA_FILE)
+  if not os.path.lexists(path):
+    if os.path.isdir(output) and os.listdir(output):
+      cli.fail(f"--output={output} is a folder with other files in it — give a new or empty directory for the random "
+               "weights")
+    return
+  try:
+    metadata = irv2.read_metadata(output)
+  except (OSError, irv2.WeightsError):
+    metadata = {}
+  if not irv2.is_random(metadata):
+    cli.fail(f"--output={output} holds weights converted from a file ({path}, format "
+             f"{metadata.get('format', 'unknown')!r}) — give another directory: random weights never replace them")
 
 
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
+  if _FORMAT.value == irv2.RANDOM_FORMAT:
+    if _INPUT.value is not None:
+      cli.fail(f"--format=random reads no file, but --input={_INPUT.value} was given — drop --input, or give the "
+               "format of that file (keras, timm)")
+    if os.path.exists(_OUTPUT.value) and not os.path.isdir(_OUTPUT.value):
+      cli.fail(f"--output={_OUTPUT.value} is a file, not a directory — give a new or empty directory")
+    _refuse_real_weights(_OUTPUT.value)
+    output = cli.writable_dir(_OUTPUT.value, "--output")
+    print(json.dumps(write_random(output, _SEED.value), indent=2, sort_keys=True))
+    return
+  if _INPUT.value is None:
+    cli.fail(f"missing --input — --format={_FORMAT.value} converts a file or directory, see --help")
   kind = HF_FORMATS.get(_FORMAT.value)
   if kind and not os.path.isdir(_INPUT.value):
     cli.fail(f"--input={_INPUT.value} is not a directory — give the Hugging Face checkpoint directory (with "

@@ -170,6 +170,8 @@ def main(argv: Sequence[str]) -> None:
     variables = irv2.load_converted(_WEIGHTS.value)
   except (FileNotFoundError, irv2.WeightsError) as error:
     cli.fail(str(error))
+  if irv2.is_random(metadata):
+    print(irv2.random_warning(_WEIGHTS.value), file=sys.stderr)
   model = irv2.InceptionResNetV2(num_classes=metadata["num_classes"])
   start = time.perf_counter()
   features = extract(paths, model, variables, _IMAGE_SIZE.value, _BATCH_SIZE.value, progress=True)

@@ -387,7 +387,8 @@ def main(argv: Sequence[str]) -> None:
   start = time.perf_counter()
   try:  # a source that is not built, unconverted weights, or settings that do not fit: exit 2 with what to do
     source = sources.prepare(dataset)
-    irv2.read_metadata(_WEIGHTS.value)
+    if irv2.is_random(irv2.read_metadata(_WEIGHTS.value)):
+      print(irv2.random_warning(_WEIGHTS.value), file=sys.stderr)
     out_dir = extract_dataset(
         source, _WEIGHTS.value, output_root, _VARIANT.value,
         _SPLITS.value or None, _IMAGE_SIZE.value, _DTYPE.value, _IMAGE_KEY.value, _BATCH_SIZE.value,
