@@ -138,8 +138,8 @@ def test_command_line_names_a_file_it_cannot_read(tmp_path):
   refs, _ = _write_coco(tmp_path, [])
   missing = tmp_path / "missing.json"
   run = _run(refs, str(missing))
-  assert (run.returncode, run.stderr) == (2, f"error: cannot read {missing}: No such file or directory — check the "
-                                             "path and its permissions\n")
+  assert (run.returncode, run.stderr) == (2, f"error: {missing} does not exist — give the path of COCO results, a "
+                                             'JSON list of {"image_id", "caption"} objects\n')
 
 
 def test_command_line_help_shows_the_usage():

@@ -126,7 +126,7 @@ def registered_folder(name: str, builder_config: str, data_dir: str) -> str | No
   except tfds.core.registered.DatasetNotFoundError:
     return None
   configs = [c.name for c in cls.BUILDER_CONFIGS]
-  chosen = builder_config or cls.DEFAULT_CONFIG_NAME or (configs[0] if configs else "")
+  chosen = builder_config or getattr(cls, "DEFAULT_CONFIG_NAME", None) or (configs[0] if configs else "")
   if chosen and chosen not in configs:
     return None
   return os.path.join(data_dir, name, *([chosen] if chosen else []), str(cls.VERSION))
