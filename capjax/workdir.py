@@ -165,11 +165,10 @@ def _start_ticks(pid: int) -> int | None:
 def _alive(pid: int, ticks: int | None) -> bool:
   """Whether process `pid` of this host still runs and is the one that started at `ticks`."""
   try:
-    os.kill(pid, 0)
+    with contextlib.suppress(PermissionError):  # another user's process: it exists
+      os.kill(pid, 0)
   except ProcessLookupError:
     return False
-  except PermissionError:  # another user's process: it exists
-    pass
   return ticks is None or _start_ticks(pid) in (None, ticks)
 
 
