@@ -212,7 +212,8 @@ def checkpoint_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.C
 
   `best_fn` makes orbax write each save's metrics beside it (without it, a preservation policy alone keeps them in
   memory only: `metrics(step)` reads None, and after a restart the best is forgotten and deleted). Saves without a
-  validation pass empty metrics (orbax warns at each save without any), which rank below every score.
+  validation pass empty metrics (orbax warns at each save without any), which rank below every score. A save cut
+  short by a kill leaves its `*.orbax-checkpoint-tmp*` folder, which orbax removes here (`cleanup_tmp_directories`).
   """
   def score(metrics: dict[str, float]) -> float:
     return metrics.get(BEST_METRIC, -math.inf)
@@ -223,7 +224,7 @@ def checkpoint_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.C
   ])
   options = ocp.CheckpointManagerOptions(
       preservation_policy=policy, best_fn=score, best_mode="max",
-      enable_async_checkpointing=config.async_checkpointing)
+      enable_async_checkpointing=config.async_checkpointing, cleanup_tmp_directories=True)
   return ocp.CheckpointManager(os.path.join(os.path.abspath(workdir), "checkpoints"), options=options,
                                item_names=("state", "data"))
 
@@ -323,10 +324,11 @@ def committed_step(workdir: str) -> int | None:
 
 
 @contextlib.contextmanager
-def disk_full_is_one_error(workdir: str, need: Callable[[], int]):
+def disk_full_is_one_error(workdir: str, need: Callable[[], int], mngr: ocp.CheckpointManager):
   """Inside, a full disk anywhere in the workdir (a checkpoint, the history, TensorBoard's events) ends the run with
   a `DiskFullError` naming the folder, what a checkpoint needs (`need()`) and the step it resumes from; the
-  checkpoint being written when it happened (orbax's `*.orbax-checkpoint-tmp*`) is removed."""
+  checkpoint being written when it happened (orbax's `*.orbax-checkpoint-tmp*`) is removed once `mngr`'s writer
+  threads have stopped (removed earlier, a save still under way writes part of it again)."""
   noise = _NoSpaceNoise()
   handler = logging.get_absl_handler()
   handler.addFilter(noise)
@@ -335,11 +337,27 @@ def disk_full_is_one_error(workdir: str, need: Callable[[], int]):
   except Exception as error:
     if cli.no_space(error) is None:
       raise
-    folder = os.path.join(os.path.abspath(workdir), "checkpoints")
-    for partial in glob.glob(os.path.join(folder, "*.orbax-checkpoint-tmp*")):
-      shutil.rmtree(partial, ignore_errors=True)
+    with contextlib.suppress(Exception):  # the save under way fails on the same full disk
+      mngr.wait_until_finished()
+    remove_partial_checkpoints(workdir)
     raise DiskFullError(workdir, need(), committed_step(workdir)) from None  # the filter stays: tasks log at exit
   handler.removeFilter(noise)
+
+
+def remove_partial_checkpoints(workdir: str, quiet: float = 0.5, limit: float = 10.0) -> None:
+  """Removes the checkpoint orbax was writing when the disk filled (`*.orbax-checkpoint-tmp*`). Orbax stops waiting at
+  the first failed write while TensorStore's other writes of that save still run and create their folders again, so
+  it removes until none has come back for `quiet` seconds (at most `limit`). A run killed while saving leaves one
+  too: `checkpoint_manager` has orbax remove those when the next run starts."""
+  pattern = os.path.join(os.path.abspath(workdir), "checkpoints", "*.orbax-checkpoint-tmp*")
+  start = last_seen = time.monotonic()
+  while time.monotonic() - last_seen < quiet and time.monotonic() - start < limit:
+    partials = glob.glob(pattern)
+    for partial in partials:
+      shutil.rmtree(partial, ignore_errors=True)
+    if partials:
+      last_seen = time.monotonic()
+    time.sleep(0.05)
 
 
 class DiskFullError(ConfigError):
@@ -376,10 +394,12 @@ def interval_means(interval: list[dict[str, jax.Array]], step: int) -> dict[str,
 def ensure_space(workdir: str, need: int, saved: int | None) -> int:
   """Raises DiskFullError before a save that cannot fit (the previous ones are kept until it is committed), and
   returns what a checkpoint needs: `need`, or what the latest one (`saved`) took if that is more (orbax's files of a
-  state replicated over several devices can take several times its arrays)."""
+  state replicated over several devices can take several times its arrays). What a file takes is the blocks the
+  disk gave it (a tmpfs or a disk rounds each of orbax's many small files up to a page or block)."""
   if saved is not None:
     folder = os.path.join(os.path.abspath(workdir), "checkpoints", str(saved))
-    need = max(need, sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(folder) for f in files))
+    need = max(need, sum(max(os.stat(os.path.join(d, f)).st_blocks * 512, os.path.getsize(os.path.join(d, f)))
+                         for d, _, files in os.walk(folder) for f in files))
   if shutil.disk_usage(workdir).free < need:
     raise DiskFullError(workdir, need, saved)
   return need
@@ -526,7 +546,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   interrupted = False
   interval: list[dict[str, jax.Array]] = []  # the metrics of the steps since the last log step
   need = checkpoint_bytes(state)
-  with stop, disk_full_is_one_error(workdir, lambda: need):
+  with stop, disk_full_is_one_error(workdir, lambda: need, mngr):
     while step < total:
       batch = sharding.host_to_global(next(train_iter), mesh)
       state, metrics = setup.train_step(state, batch)
