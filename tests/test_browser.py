@@ -1,5 +1,6 @@
 """The pages capjax writes, opened in a real headless Chromium (Debian's `chromium`): the blind study's rater sheets,
-rated by a scripted rater whose downloaded CSVs aggregate to a hand-computed Table 4, and the dataset page of
+rated by a scripted rater whose downloaded CSVs aggregate to a hand-computed Table 4, one model's rating sheet of
+--mode=eval, and the dataset page of
 `python -m capjax.data.show` for the cc3m dummy data, whose images decode and whose captions are shown. Skipped,
 saying how to install Chromium, where there is none; `make test` installs it when it runs as root.
 
@@ -93,6 +94,23 @@ def test_a_scripted_rater_s_downloaded_ratings_aggregate_to_the_hand_computed_ta
   capsys.readouterr()
   assert human_eval.main(["human_eval", "aggregate", f"--key={study / 'key.json'}", *map(str, ratings)]) == 0
   assert capsys.readouterr().out == TABLE_4
+
+
+def test_one_model_s_sheet_downloads_every_rater_s_ratings_with_its_one_button(chromium, downloads, tmp_path, capsys):
+  """The rating_sheet.html of --mode=eval: three raters on one page, one button."""
+  images = [np.full((32, 32, 3), value, np.uint8) for value in (40, 200)]
+  page = tmp_path / "rating_sheet.html"
+  page.write_text(human_eval.rating_sheet([7, 8], images, ["a dark square", "a light square"]))
+  chromium.open(page)
+  assert chromium.evaluate("document.querySelectorAll('button').length") == 1
+  for image_id, votes in ((7, "GGB"), (8, "BBB")):
+    for rater, vote in enumerate(votes, start=1):
+      chromium.click(f'input[name="{image_id}-r{rater}"][value="{"GOOD" if vote == "G" else "BAD"}"]')
+  chromium.click("#download")
+  chromium.wait_for_download()
+  capsys.readouterr()
+  assert human_eval.main(["human_eval", "aggregate", str(downloads / "ratings.csv")]) == 0
+  assert json.loads(capsys.readouterr().out) == {"1+_good": 0.5, "2+_good": 0.5, "3_good": 0.0, "images": 2.0}
 
 
 def test_the_dataset_page_of_cc3m_shows_its_images_and_captions(cc3m_dir, chromium, tmp_path, capsys):

@@ -415,7 +415,7 @@ def _sheets() -> None:
   with files.writing(key_path, "w") as f:
     json.dump(study_key(items, _RATERS.value, _SEED.value, _IMAGES.value, list(predictions)), f, indent=1)
   print(f"wrote {_RATERS.value} rater sheets of {len(items)} items ({len(images)} images × {len(predictions)} "
-        f"models, {len(images) * len(predictions) - len(items)} captions shared) to {out}: "
+        f"models; identical captions merged: {len(images) * len(predictions) - len(items)}) to {out}: "
         + ", ".join(f"rater_{r}.html" for r in range(1, _RATERS.value + 1)))
   print(f"key: {key_path} — keep it from the raters")
 
