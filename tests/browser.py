@@ -43,6 +43,7 @@ class Browser:
 
     args = [binary, "--headless", "--remote-debugging-pipe", "--disable-gpu", "--no-first-run",
             "--no-default-browser-check", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
+            "--disable-dev-shm-usage",  # containers' small /dev/shm crashes renderers
             f"--user-data-dir={self._profile}", f"--window-size={size[0]},{size[1]}", "about:blank"]
     if os.geteuid() == 0:
       args.insert(1, "--no-sandbox")  # Chromium refuses to run as root with its sandbox (containers, CI)

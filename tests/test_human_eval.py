@@ -181,8 +181,8 @@ def test_cli_sheets_and_study_aggregate_report_bad_input_in_one_line(tmp_path):
   ratings = tmp_path / "r.csv"
   ratings.write_text("item,rater,rating\nq1,1,GOOD\n")
   cases = [
-      (("sheets", "--images=cc3m:validation", f"--output={tmp_path}/o"), "error: sheets needs --predictions=NAME=FILE,"
-       "... (each model's predictions.json from --mode=eval)"),
+      (("sheets", "--images=cc3m:validation", f"--output={tmp_path}/o"), "error: sheets needs --predictions — give "
+       "NAME=FILE,... (each model's predictions.json from --mode=eval)"),
       (("sheets", f"--predictions={preds}", "--images=cc3m:validation", f"--output={tmp_path}/o"),
        f"error: --predictions: '{preds}' is not NAME=FILE — e.g. --predictions=t2t/cc3m=workdir/t2t/eval/"
        "test_step1000/predictions.json"),
@@ -196,8 +196,8 @@ def test_cli_sheets_and_study_aggregate_report_bad_input_in_one_line(tmp_path):
        "--images=karpathy/flickr30k:test"),
       (("sheets", f"--predictions=a={preds}", "--images=cc3m:validation", f"--output={tmp_path}"),
        f"error: {key} exists: a study's sheets are written once (raters may hold them) — choose another --output"),
-      (("aggregate", f"--key={key}", str(ratings)), f"error: --key={key}: it is not a key of `sheets` (version 1, "
-       "with items) — give the key.json that `sheets` wrote"),
+      (("aggregate", f"--key={key}", str(ratings)), f"error: --key={key}: it is not a key of `sheets` (version 1: "
+       "raters, models, items with image_id and models) — give the key.json that `sheets` wrote"),
   ]
   for args, stderr in cases:
     run = _run(*args)

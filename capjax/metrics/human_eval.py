@@ -36,6 +36,7 @@ import io
 import json
 import os
 import random
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -243,11 +244,16 @@ def read_key(text: str) -> dict[str, Any]:
   """The key file `sheets` wrote, checked: ValueError saying what is wrong."""
   try:
     key = json.loads(text)
-  except json.JSONDecodeError as error:
-    raise ValueError(f"it is not JSON ({error.msg}, line {error.lineno}) — give the key.json that `sheets` "
-                     "wrote") from None
-  if not isinstance(key, dict) or key.get("version") != KEY_VERSION or not isinstance(key.get("items"), dict):
-    raise ValueError("it is not a key of `sheets` (version 1, with items) — give the key.json that `sheets` wrote")
+  except (json.JSONDecodeError, RecursionError) as error:
+    raise ValueError(f"it is not JSON ({getattr(error, 'msg', 'nested too deep')}) — give the key.json that "
+                     "`sheets` wrote") from None
+  items = key.get("items") if isinstance(key, dict) else None
+  if (not isinstance(key, dict) or key.get("version") != KEY_VERSION or not isinstance(items, dict)
+      or not isinstance(key.get("raters"), int) or key["raters"] < 1 or not isinstance(key.get("models"), list)
+      or not all(isinstance(i, dict) and isinstance(i.get("image_id"), str) and isinstance(i.get("models"), list)
+                 for i in items.values())):
+    raise ValueError("it is not a key of `sheets` (version 1: raters, models, items with image_id and models) — "
+                     "give the key.json that `sheets` wrote")
   return key
 
 
@@ -331,7 +337,7 @@ _JSON = flags.DEFINE_boolean("json", False, "aggregate --key: print JSON rows in
 def _read_predictions(spec: str) -> dict[str, dict[str, str]]:
   """{model: {image id: caption}} from --predictions=NAME=FILE,..."""
   if not spec.strip():
-    cli.fail("sheets needs --predictions=NAME=FILE,... (each model's predictions.json from --mode=eval)")
+    cli.fail("sheets needs --predictions — give NAME=FILE,... (each model's predictions.json from --mode=eval)")
   models: dict[str, dict[str, str]] = {}
   for part in spec.split(","):
     name, eq, path = part.partition("=")
@@ -349,7 +355,7 @@ def _read_predictions(spec: str) -> dict[str, dict[str, str]]:
       captions = {str(r["image_id"]): str(r["caption"]) for r in rows}
       if len(captions) != len(rows):
         raise ValueError("an image id appears twice")
-    except (json.JSONDecodeError, KeyError, ValueError) as error:
+    except (json.JSONDecodeError, KeyError, ValueError, RecursionError) as error:
       cli.fail(f"--predictions: {path} is not a COCO results list of {{image_id, caption}} ({error}) — give the "
                "predictions.json that --mode=eval writes")
     models[name] = captions
@@ -395,9 +401,9 @@ def _pictures(spec: str, data_dir: str, features: str, image_ids: Sequence[str])
 def _sheets() -> None:
   predictions = _read_predictions(_PREDICTIONS.value)
   if not _IMAGES.value:
-    cli.fail("sheets needs --images=DATASET[/CONFIG]:SPLIT, the split the predictions are of")
+    cli.fail("sheets needs --images — give DATASET[/CONFIG]:SPLIT, the split the predictions are of")
   if not _OUTPUT.value:
-    cli.fail("sheets needs --output=DIR, the folder for the rater sheets and the key")
+    cli.fail("sheets needs --output — give DIR, the folder for the rater sheets and the key")
   key_path = os.path.join(_OUTPUT.value, "key.json")
   if os.path.exists(key_path):
     cli.fail(f"{key_path} exists: a study's sheets are written once (raters may hold them) — choose another --output")
@@ -405,9 +411,13 @@ def _sheets() -> None:
     items = blind_items(predictions, _NUM.value, _SEED.value)
   except ValueError as error:
     cli.fail(str(error))
+  dropped = len(set.union(*(set(p) for p in predictions.values()))) - len(set.intersection(
+      *(set(p) for p in predictions.values())))
+  if dropped:
+    print(f"note: {dropped} image(s) that only some models captioned are left out", file=sys.stderr)
+  out = cli.writable_dir(_OUTPUT.value, "--output")  # before the pictures are read: a bad folder fails at once
   images = sorted({i.image_id for i in items}, key=_natural)
   pictures = _pictures(_IMAGES.value, _DATA_DIR.value, _FEATURES.value, images)
-  out = cli.writable_dir(_OUTPUT.value, "--output")
   os.makedirs(out, exist_ok=True)
   for rater in range(1, _RATERS.value + 1):
     with files.writing(os.path.join(out, f"rater_{rater}.html"), "w") as f:
