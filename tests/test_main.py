@@ -65,12 +65,14 @@ def trained(tmp_path_factory):
   data_dir, workdir = root / "data", root / "straight"
   proc = _run(_command(workdir, data_dir))
   assert proc.returncode == 0, proc.stderr[-3000:]
-  return data_dir, workdir, proc.stdout
+  return data_dir, workdir, proc.stdout + proc.stderr
 
 
 def test_training_reports_metrics_and_writes_outputs(trained):
-  _, workdir, stdout = trained
-  assert "test split: 64 images" in stdout and "cider_d" in stdout and "constant caption" in stdout
+  _, workdir, output = trained
+  assert "test split: 64 images" in output and "cider_d" in output and "constant caption" in output
+  assert "compiling the train step" in output  # and the first step is logged at once, before log_every's
+  assert re.search(r"step 1/30  compiled the train step and ran it in [\d.]+ s\n", output), output[-3000:]
   metrics_files = list((workdir / "eval").glob("test_step*/metrics.json"))
   assert len(metrics_files) == 1
   result = json.loads(metrics_files[0].read_text())
