@@ -56,7 +56,9 @@ def _setting_with(scene: Scene) -> list[str]:
 
 def _objects(scene: Scene, determiner: str | None = None, with_size: bool = True) -> list[str]:
   """The objects as one phrase: a relation for two ("big red circle left of little blue square"), a list left to
-  right for one or three."""
+  right for one or three. Three objects take no article (a caption stays within 15 words, as the plain ones)."""
+  if len(scene.objects) == 3:
+    determiner = None
   if len(scene.objects) == 2:
     first, relation, second = grammar.ordered_pair(scene)
     return (noun_phrase(first, determiner, with_size) + grammar.VIVID_RELATIONS[relation].split() +
