@@ -14,7 +14,8 @@ Variants (`--config=configs/t2t.py:VARIANTS`, comma separated):
                  style's test captions with BLEU-1/3, METEOR, CIDEr, and cls and ppl (`eval.style_model`,
                  `eval.style_lm`). `python -m capjax.erg.demo` runs both trainings and compares them.
   debug          local CPU debugging: tiny model, a few steps, NaN checks (combine with `shapes`).
-Plus `key=value` pairs: `steps=N`, `batch=N`, with shapes `domain=plain|vivid`, with cc12m `field=caption_llava_short|caption_llava|alt_text`, and with
+Plus `key=value` pairs: `steps=N`, `batch=N`, with shapes `domain=plain|vivid`, with cc12m
+`field=caption_llava_short|caption_llava|alt_text`, and with
 stylized `style=S`, `augmented=NAME` and `factual=N` (also train on N images' factual captions, style-conditioned).
 Any field can be overridden with `--config.field=value`.
 """
@@ -35,9 +36,9 @@ VARIANTS = ("8x8", "1x1", "shapes", "cc12m", "stylized", "debug")
 #   python -m capjax.text.stats --dataset=cc12m_llavanext/clean --split=train --tokenizer=treebank \
 #       --field=caption_llava_short,caption_llava,alt_text    # tokens_p95 of each field
 CC12M_MAX_TOKENS = {"caption_llava_short": 32, "caption_llava": 160, "alt_text": 48}
-CC12M_HELD_OUT = 10_000
+CC12M_HELD_OUT = 10_000  # CC12M is released as one split: its first 10,000 examples (TFDS order) are held out
 # shapes' domain=... -> the synthetic_scenes builder config ("" -> its default, the plain domain)
-SCENE_DOMAINS = {"plain": "", "vivid": "vivid"}  # CC12M is released as one split: its first 10,000 examples (TFDS order) are held out
+SCENE_DOMAINS = {"plain": "", "vivid": "vivid"}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -43,7 +43,8 @@ def captions_of(examples):
 
 
 def test_vivid_configs_and_split_sizes(data_dir, sources_by_split):
-  configs = {c.name: (c.num_train, c.num_validation, c.num_test, c.domain) for c in builder_module.Builder.BUILDER_CONFIGS}
+  configs = {c.name: (c.num_train, c.num_validation, c.num_test, c.domain)
+             for c in builder_module.Builder.BUILDER_CONFIGS}
   assert configs["vivid"] == (20_000, 1_000, 1_000, "vivid") and configs["vivid_tiny"] == (512, 64, 64, "vivid")
   assert {split: len(source) for split, source in sources_by_split.items()} == SIZES
   info = tfds.builder("synthetic_scenes/vivid_tiny", data_dir=data_dir).info
