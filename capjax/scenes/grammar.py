@@ -248,13 +248,14 @@ def _noun_phrase_at(tokens: Sequence[str], i: int) -> tuple[int, int, Mention] |
 
 
 def parse_caption(text: str | bytes) -> ParsedCaption:
-  """Reads a caption in the dataset's vocabulary back into mentioned objects, relations and counts.
+  """Reads a caption in either domain's vocabulary back into mentioned objects, relations and counts.
 
-  Noun phrases ("a small red circle", "the blue square", "two red circles") are objects; a count phrase
-  expands into that many objects and a count statement. A relation ("[is] to the left of", "above", ...)
-  binds the noun phrase right before it to the one right after it. "there is", "an image of", "the picture
-  shows", "," and "and" are fillers. Anything else, including a relation with no noun phrase on either side,
-  is kept as unparsed: the parser never fails.
+  Noun phrases ("a small red circle", "the blue square", "two red circles"; vivid "big red circle") are objects;
+  a count phrase expands into that many objects and a count statement. A relation ("[is] to the left of",
+  "above", ...; vivid "left of", "over", ...) binds the noun phrase right before it to the one right after it.
+  "there is", "an image of", "the picture shows", "," and "and" are fillers, and so are the vivid "photo of" and
+  background phrases ("on a pink background", "mint stripes with"). Anything else, including a relation with no
+  noun phrase on either side, is kept as unparsed: the parser never fails.
   """
   tokens = tokenize(as_str(text, errors="replace"))
   objects: list[Mention] = []
