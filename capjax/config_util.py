@@ -86,7 +86,7 @@ _LOWER_BOUNDS: tuple[tuple[str, float, bool], ...] = (
     ("eval.rating_sheet_size", 0, True), ("input.num_threads", 0, True), ("input.prefetch", 0, True),
     ("decode.alpha", 0, True), ("optimizer.eps", 0, True), ("optimizer.grad_clip_norm", 0, True),
     ("optimizer.initial_accumulator_value", 0, True), ("augment.crop_min_scale", 0, False),
-    ("max_steps_ahead", 1, True),
+    ("max_steps_ahead", 1, True), ("profile_steps", 0, True),
 )
 _FRACTIONS = ("model.dropout_rate", "label_smoothing", "optimizer.b1", "optimizer.b2")  # in [0, 1)
 _AT_MOST_ONE = ("augment.crop_min_scale",)  # a share of the image: (0, 1]

@@ -29,7 +29,7 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 from absl import logging
-from clu import metric_writers
+from clu import metric_writers, periodic_actions
 
 from capjax import cli, config_util
 from capjax import decode as decode_lib
@@ -451,7 +451,7 @@ def load_or_build_vocab(config: ml_collections.ConfigDict, workdir: str, train_s
 # ----------------------------------------------------------------------------------------------------------
 # The run
 # ----------------------------------------------------------------------------------------------------------
-PROGRESS_EVERY_S = 60.0  # at least one console line a minute between log steps
+PROGRESS_EVERY_S = 60.0  # at least one progress line a minute between log steps
 
 
 def _format_eta(seconds: float) -> str:
@@ -549,7 +549,15 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   interrupted = False
   interval: list[dict[str, jax.Array]] = []  # the metrics of the steps since the last log step
   need = checkpoint_bytes(state)
-  first_step, t_printed = step, time.time()
+  first_step = step
+  # clu's hooks: a progress line (rate, share done, ETA; steps/s and uptime to TensorBoard) at least every
+  # PROGRESS_EVERY_S, since log steps are 100 apart in the paper's configs (minutes on a CPU), and with
+  # --config.profile_steps=N a profile of N steps into the workdir. The history keeps log steps only.
+  report_progress = periodic_actions.ReportProgress(num_train_steps=total, writer=writer, every_secs=PROGRESS_EVERY_S)
+  hooks = [report_progress]
+  if config.get("profile_steps", 0) and jax.process_index() == 0:
+    hooks.append(periodic_actions.Profile(logdir=workdir, num_profile_steps=config.profile_steps,
+                                          profile_duration_ms=None, first_profile=first_step + 10, every_secs=3600.0))
   if step < total:
     logging.info("compiling the train step (the first step waits for it; a run of this config in this workdir "
                  "before loads it from the compilation cache)")
@@ -579,24 +587,19 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
         if jax.process_index() == 0:
           with open(history_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        t_last, step_last, t_printed = now, step, now
-      elif step == first_step + 1 or time.time() - t_printed >= PROGRESS_EVERY_S:
-        # Between log steps (100 apart in the paper's configs: minutes on a CPU), the first step and then one line a
-        # minute say that the run is alive; only the console sees them (the history and TensorBoard keep log steps).
+        t_last, step_last = now, step
+      elif step == first_step + 1:  # at once, not after log_every steps: the compilation is over
         interval[-1]["loss"].block_until_ready()
         now = time.time()
-        if step == first_step + 1:
-          logging.info("step %d/%d  compiled the train step and ran it in %.1f s", step, total, now - t_last)
-          t_last, step_last = now, step  # the rates logged next leave the compilation out
-        else:
-          steps_per_s = (step - step_last) / max(now - t_last, 1e-9)
-          logging.info("step %d/%d  %.1f examples/s  ETA %s", step, total, steps_per_s * config.batch_size,
-                       _format_eta((total - step) / max(steps_per_s, 1e-9)))
-        t_printed = now
+        logging.info("step %d/%d  compiled the train step and ran it in %.1f s", step, total, now - t_last)
+        t_last, step_last = now, step  # the rates logged next leave the compilation out
+      for hook in hooks:
+        hook(step)
       scores = None
       if step % config.eval_every == 0 or step == total:
-        result = evaluate_lib.evaluate_split(setup, state.params, val_source, vocab, config,
-                                             num_examples=config.eval.num_examples)
+        with report_progress.timed("eval", wait_jax_async_dispatch=False):
+          result = evaluate_lib.evaluate_split(setup, state.params, val_source, vocab, config,
+                                               num_examples=config.eval.num_examples)
         writer.write_scalars(step, {f"val/{k}": v for k, v in result.metrics.items()})
         logging.info("step %d validation: %s", step, _fmt_metrics(result.metrics))
         scores = {BEST_METRIC: float(result.metrics[BEST_METRIC])}

@@ -37,6 +37,7 @@ RESUMABLE_FIELDS = (
     "async_checkpointing",
     "debug_nans",
     "max_steps_ahead",
+    "profile_steps",
     "eval",                # validation size, decoding batch, gallery and rating-sheet sizes: evaluation only
     "decode",              # greedy or beam: evaluation only
     "dataset.test_split",  # the split of the final evaluation only

@@ -142,6 +142,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Steps the host may dispatch ahead of the device: the loop waits for step N - max_steps_ahead before running on,
   # so a stop (SIGTERM) saves its checkpoint within about that many step times.
   c.max_steps_ahead = 1
+  # clu's profiler hook: trace this many train steps (from step 10 of the run, then hourly) into the workdir for
+  # TensorBoard's profile tab (or xprof); 0 = off.
+  c.profile_steps = 0
 
   if len({"shapes", "cc12m", "stylized"} & variants) > 1:
     raise ValueError("choose one of the shapes, cc12m and stylized variants")
