@@ -5,7 +5,6 @@ dir, the seeded hold-out and the report table that the flickrstyle10k and sentic
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 from collections.abc import Mapping, Sequence
