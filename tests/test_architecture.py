@@ -210,3 +210,49 @@ def test_no_command_loads_tensorflow_orbax_or_grain_to_parse_its_flags():
           "print(sorted(h for h in ('tensorflow', 'orbax', 'grain') if h in sys.modules))")
   heavy = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
   assert heavy.stdout.strip() == "[]", heavy.stdout
+
+
+# ------------------------------------------------------------------------------------------------ builders
+
+# TFDS's public API for a builder: what its own builders define. Every other private method of theirs may change in
+# any release (tfds_builders once overrode _download_and_prepare and _post_download_and_prepare_hook).
+BUILDER_API = frozenset({"_info", "_split_generators", "_generate_examples"})
+
+
+def tfds_private_methods() -> frozenset[str]:
+  """The private methods of the installed tfds.core.GeneratorBasedBuilder and DatasetBuilder (dunders aside)."""
+  tfds = pytest.importorskip("tensorflow_datasets")
+  return frozenset(name for cls in (tfds.core.GeneratorBasedBuilder, tfds.core.DatasetBuilder) for name in dir(cls)
+                   if name.startswith("_") and not name.startswith("__"))
+
+
+def private_overrides(root: pathlib.Path, private: frozenset[str]) -> list[str]:
+  """`module.Class._name (line N)` for each method of a class in tfds_builders/ (builders and the mixins they are
+  made of) named like a private TFDS builder method other than BUILDER_API."""
+  found = []
+  for module, path in sorted(module_files(root).items()):
+    if not module.startswith("tfds_builders"):
+      continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+      if isinstance(node, ast.ClassDef):
+        found += [f"{module}.{node.name}.{item.name} (line {item.lineno}) overrides a private TFDS method"
+                  for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and item.name in private - BUILDER_API]
+  return found
+
+
+def test_builders_override_no_private_tfds_method():
+  assert private_overrides(REPO, tfds_private_methods()) == []
+
+
+def test_a_planted_override_of_a_private_tfds_method_fails(tmp_path):
+  root = _copy(tmp_path)
+  path = root / "tfds_builders" / "cc3m" / "cc3m_dataset_builder.py"
+  text = path.read_text(encoding="utf-8")
+  text = text.replace("  def _split_generators(", "  def _download_and_prepare(self, dl_manager, download_config):\n"
+                      "    return None\n\n  def _split_generators(", 1)
+  path.write_text(text, encoding="utf-8")
+  line = text.splitlines().index("  def _download_and_prepare(self, dl_manager, download_config):") + 1
+  assert private_overrides(root, tfds_private_methods()) == [
+      f"tfds_builders.cc3m.cc3m_dataset_builder.Builder._download_and_prepare (line {line}) overrides a private "
+      "TFDS method"]

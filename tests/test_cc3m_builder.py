@@ -173,6 +173,40 @@ def test_join_ignores_position_and_key_order(tmp_path):
     assert _text(record["caption"]) == rows[_text(record["url"])]
 
 
+def _downloaded_twice(manual: pathlib.Path) -> tuple[bytes, bytes]:
+  """A manual dir where img2dataset fetched row 1's url twice (run twice, or a retry) and got other bytes each
+  time: its larger key comes first in the stream, in a shard of its own read before the smaller key's."""
+  dummy.write_clean(manual, num_train=3, num_validation=1)
+  first, second = dummy.jpeg(501), dummy.jpeg(502)
+  caption = (manual / dummy.TRAIN_TSV).read_text().splitlines()[1].split("\t")[0]
+  train = manual / "images" / "train"
+  dummy.write_tar(train / "00000.tar", [("000009999", first, dummy._meta("000009999", dummy.url(1), caption))] + [
+      (f"0000{i:05d}", dummy.jpeg(i, 64, 48), dummy._meta(f"0000{i:05d}", dummy.url(i), "")) for i in (0, 2)])
+  (train / "00000.parquet").unlink()
+  dummy.write_tar(train / "00001.tar", [("000000001", second, dummy._meta("000000001", dummy.url(1), caption))])
+  return first, second
+
+
+def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
+  """The join rule: of a row's good images the smallest key wins, whatever order the stream or Beam gives."""
+  beam = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
+  manual = tmp_path / "manual"
+  first_in_stream, smallest_key = _downloaded_twice(manual)
+  plain = _build(manual, tmp_path / "plain")
+  builder = tfds.builder("cc3m/unlabeled", data_dir=tmp_path / "beam")
+  builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
+      manual_dir=os.fspath(manual), beam_options=beam.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])))
+  on_beam = tfds.builder("cc3m/unlabeled", data_dir=tmp_path / "beam")
+  assert on_beam.info.metadata["build_report"] == plain.info.metadata["build_report"]
+  assert plain.info.metadata["build_report"]["train"]["duplicate_image"] == 1
+  for built in (plain, on_beam):
+    records = {_text(r["url"]): r for r in _records(built, "train", raw_image=True)}
+    assert sorted(records) == sorted(dummy.url(i) for i in range(3))
+    assert _text(records[dummy.url(1)]["key"]) == "000000001"
+    assert records[dummy.url(1)]["image"] == smallest_key != first_in_stream
+  assert _records(on_beam, "train", raw_image=True) == _records(plain, "train", raw_image=True)
+
+
 def _evil_tar(path: pathlib.Path, secret: pathlib.Path) -> None:
   """A shard whose members try to escape: `../` names, an absolute name, a symlink and a hard link to a secret."""
   good = dummy.jpeg(1)

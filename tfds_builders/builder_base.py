@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from etils import epath
 from tensorflow_datasets.core import utils as tfds_utils
@@ -40,3 +40,24 @@ class LocalCodePath:
   @classmethod
   def code_path(cls) -> epath.Path:
     return epath.Path(inspect.getfile(cls))
+
+
+class PlainOrBeam:
+  """Mixed in by builders with a plain and a Beam path. TFDS hands a builder's `_split_generators` nothing that
+  says whether the build was given Beam (`DownloadConfig.beam_options` / `beam_runner`), so the public
+  `download_and_prepare` notes it for the length of that one call, and `uses_beam()` reads it; nothing outlives
+  the call."""
+
+  _beam_requested = False
+
+  def download_and_prepare(self, *, download_config: Any = None, **kwargs: Any) -> None:
+    beam = download_config is not None and (download_config.beam_runner is not None
+                                            or download_config.beam_options is not None)
+    self._beam_requested = beam
+    try:
+      return super().download_and_prepare(download_config=download_config, **kwargs)
+    finally:
+      del self._beam_requested  # back to the class's False
+
+  def uses_beam(self) -> bool:
+    return self._beam_requested

@@ -5,7 +5,6 @@ dir, the seeded hold-out and the report table that the flickrstyle10k and sentic
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,7 @@ from etils import epath
 
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
+from tfds_builders import report as report_lib
 from tfds_builders.builder_base import ManualDataError
 
 # A released image name: no folder part, no leading dot, nothing a path could be built from but the name itself.
@@ -58,21 +58,20 @@ def held_out(num_items: int, count: int, seed: int = 0) -> frozenset[int]:
   return frozenset(int(i) for i in order[:count])
 
 
-def empty_report(keys: Sequence[str]) -> dict[str, Any]:
-  return {**{key: 0 for key in keys}, "corrupt_reasons": collections.Counter()}
+BREAKDOWNS = {"corrupt_image": "corrupt_reasons"}
 
 
-def count_image_failure(report: dict[str, Any], reason: str) -> None:
+def count_image_failure(report: report_lib.Report, reason: str) -> None:
   """missing_image and unsafe_name are counts of their own; every other reason is a corrupt_image, by reason."""
   if reason in (MISSING, UNSAFE):
-    report[reason] += 1
+    report.count(reason)
   else:
-    report["corrupt_image"] += 1
-    report["corrupt_reasons"][reason] += 1
+    report.count("corrupt_image", reason=reason)
 
 
-def finish_report(report: dict[str, Any]) -> dict[str, Any]:
-  return {**report, "corrupt_reasons": dict(sorted(report["corrupt_reasons"].items()))}
+def finish_report(report: report_lib.Report, keys: Sequence[str]) -> dict[str, Any]:
+  """A split's report as builds write it: `keys` in order, then corrupt_reasons."""
+  return report.as_dict(keys, BREAKDOWNS)
 
 
 def format_report(reports: Mapping[str, Mapping[str, Any]], title: str, keys: Sequence[str]) -> str:

@@ -3,6 +3,8 @@ url to a caption TSV, with every row and image accounted for; the plain and the 
 
 Builders import this module by its package name: `tfds build tfds_builders/cc3m` loads the builder module under
 another name (`cc3m.cc3m_dataset_builder`), which Beam workers could not import back to run its functions.
+Over 450 lines, not split: the reader, the join rule and the two paths that apply it are one contract, and kept
+together the plain and the Beam paths cannot drift apart.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from capjax.image import io as image_io
+from tfds_builders import report as report_lib
 
 IMAGES_DIR = "images"
 # A tar member or file over this is not read (its image counts as too_large): a hostile shard cannot make the
@@ -186,13 +189,16 @@ class Sample:
 
 @dataclasses.dataclass(frozen=True)
 class Event:
-  """What one image or shard contributed: an example for a row, a bad image for a row, or an image-side count."""
-  kind: str                   # "example" | "bad" | one of IMAGE_KEYS
+  """What one image or shard contributed: an example for a row, a bad image for a row, or (kind "counts") a
+  shard's image-side counts (IMAGE_KEYS) as one Report."""
+  kind: str                   # "example" | "bad" | "counts"
   row: int = -1               # the row id (the example key)
   position: int = -1          # the row's position in the TsvIndex
   key: str = ""
   reason: str = ""
   example: dict[str, Any] | None = None
+  order: tuple[int, int] = (0, 0)  # (shard number, sample number): breaks ties of equal keys the same way anywhere
+  counts: report_lib.Report | None = None
 
 
 def _is_link(path: epath.Path) -> bool:
@@ -240,7 +246,8 @@ def _member_key(name: str) -> tuple[str, str] | None:
   return key, extension.lower()
 
 
-def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False) -> Iterator[Sample]:
+def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False,
+                 with_images: bool = True) -> Iterator[Sample]:
   """The samples of a webdataset tar, read as a stream: members are never extracted, links never followed."""
   current: Sample | None = None
   try:
@@ -260,6 +267,9 @@ def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False
         if member.size > MAX_MEMBER_BYTES:
           current.too_large = current.too_large or extension in _IMAGE_EXTENSIONS
           continue  # the stream skips its bytes without holding them
+        if not with_images and extension in _IMAGE_EXTENSIONS:
+          current.image = b""  # there is an image: its bytes are skipped, not held
+          continue
         try:
           data = tar.extractfile(member).read()
         except (tarfile.ReadError, EOFError, OSError):
@@ -277,7 +287,8 @@ def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False
     yield current
 
 
-def _file_samples(path: str, counts: collections.Counter, with_text: bool = False) -> Iterator[Sample]:
+def _file_samples(path: str, counts: collections.Counter, with_text: bool = False,
+                  with_images: bool = True) -> Iterator[Sample]:
   """The samples of img2dataset's files layout `NNNNN/KEY.jpg` + `KEY.json`; symlinks are not followed."""
   names: dict[str, list[tuple[epath.Path, str]]] = collections.defaultdict(list)  # key -> [(file, extension)]
   for full in sorted(epath.Path(path).iterdir()):
@@ -295,6 +306,9 @@ def _file_samples(path: str, counts: collections.Counter, with_text: bool = Fals
       if full.stat().length > MAX_MEMBER_BYTES:
         sample.too_large = sample.too_large or extension in _IMAGE_EXTENSIONS
         continue
+      if not with_images and extension in _IMAGE_EXTENSIONS:
+        sample.image = b""  # there is an image: not read
+        continue
       data = full.read_bytes()
       if extension == "json":
         sample.meta = _json_or_none(data)
@@ -305,13 +319,14 @@ def _file_samples(path: str, counts: collections.Counter, with_text: bool = Fals
     yield sample
 
 
-def shard_samples(shard: str, counts: collections.Counter, with_text: bool = False) -> Iterator[Sample]:
+def shard_samples(shard: str, counts: collections.Counter, with_text: bool = False,
+                  with_images: bool = True) -> Iterator[Sample]:
   """The samples of a shard, a webdataset tar (`NNNNN.tar`) or a files-layout folder, read one at a time; links,
   names that could escape and members over MAX_MEMBER_BYTES are never read (`counts`: unsafe_member,
-  truncated_shard)."""
+  truncated_shard). Without `with_images` an image member is skipped and its sample's image is b""."""
   if shard.endswith(".tar"):
-    return _tar_samples(shard, counts, with_text)
-  return _file_samples(shard, counts, with_text)
+    return _tar_samples(shard, counts, with_text, with_images)
+  return _file_samples(shard, counts, with_text, with_images)
 
 
 def verify_image(data: bytes) -> image_io.Header:
@@ -332,14 +347,17 @@ def _json_or_none(data: bytes) -> dict[str, Any] | None:
   return value if isinstance(value, dict) else None
 
 
-def shard_events(shard: str, tsv_path: str, labeled: bool) -> Iterator[Event]:
-  """Every event of one shard: joins each image to its TSV row by the url in its .json (or its parquet row)."""
+def shard_events(shard: str, tsv_path: str, labeled: bool, number: int = 0,
+                 with_images: bool = True) -> Iterator[Event]:
+  """Every event of one shard (`number` in the split's sorted list): joins each image to its TSV row by the url
+  in its .json (or its parquet row), then one "counts" event with the shard's image-side counts. Without
+  `with_images` no image is read nor checked: each row event is a "bad" one, for counting a row's images."""
   index = tsv_index(tsv_path, labeled)
   counts: collections.Counter = collections.Counter(shards=1)
   parquet_urls = _read_parquet(_parquet_path(shard))
   if parquet_urls is None:
     counts["shard_without_parquet"] += 1
-  for sample in shard_samples(shard, counts):
+  for sample_number, sample in enumerate(shard_samples(shard, counts, with_images=with_images)):
     url = (sample.meta or {}).get("url") or (parquet_urls or {}).get(sample.key)
     found = index.lookup(url) if isinstance(url, str) else None
     if found is None:
@@ -347,20 +365,23 @@ def shard_events(shard: str, tsv_path: str, labeled: bool) -> Iterator[Event]:
         counts["image_without_row"] += 1
       continue
     position, row, fields = found
+    order = (number, sample_number)
     if sample.truncated or sample.too_large:
-      yield Event("bad", row, position, sample.key, "truncated" if sample.truncated else "too_large")
+      yield Event("bad", row, position, sample.key, "truncated" if sample.truncated else "too_large", order=order)
       continue
     if sample.image is None:
       continue  # a .json with no image: img2dataset writes none for failed downloads
+    if not with_images:
+      yield Event("bad", row, position, sample.key, "unchecked", order=order)
+      continue
     try:
       header = verify_image(sample.image)
     except image_io.ImageError as e:
-      yield Event("bad", row, position, sample.key, e.reason)
+      yield Event("bad", row, position, sample.key, e.reason, order=order)
       continue
-    yield Event("example", row, position, sample.key, example=_example(fields, url, sample, header, labeled))
-  for kind, n in counts.items():
-    for _ in range(n):
-      yield Event(kind)
+    yield Event("example", row, position, sample.key, example=_example(fields, url, sample, header, labeled),
+                order=order)
+  yield Event("counts", counts=report_lib.Report(collections.Counter(counts)))
 
 
 def _example(fields: tuple[str, ...], url: str, sample: Sample, header: image_io.Header,
@@ -450,21 +471,16 @@ def shard_candidates(shard: str, counts: collections.Counter) -> Iterator[Candid
 # ------------------------------------------------------------------------------------------------ report
 
 
-def empty_report(index: TsvIndex) -> dict[str, Any]:
-  report: dict[str, Any] = {k: 0 for k in REPORT_KEYS}
-  report.update(tsv_rows=index.tsv_rows, duplicate_url=index.duplicate_url, malformed_row=index.malformed_row,
-                corrupt_reasons={})
-  return report
-
-
-def finish_report(report: dict[str, Any], index: TsvIndex) -> dict[str, Any]:
-  """Rows neither given an example nor a bad image were never downloaded (or their shard is gone)."""
-  report["missing_image"] = len(index) - report["examples"] - report["corrupt_image"]
-  report["corrupt_reasons"] = dict(sorted(report["corrupt_reasons"].items()))
-  return report
-
-
 CC3M_BREAKDOWNS = {"corrupt_image": "corrupt_reasons"}
+
+
+def split_report(counts: report_lib.Report, index: TsvIndex) -> dict[str, Any]:
+  """A split's report as builds write it, from its summed Report: the TSV's own counts added, and the rows
+  neither given an example nor a bad image are missing_image (never downloaded, or their shard is gone)."""
+  total = report_lib.Report().merge(counts)
+  total.counts.update(tsv_rows=index.tsv_rows, duplicate_url=index.duplicate_url, malformed_row=index.malformed_row)
+  total.counts["missing_image"] = len(index) - total.counts["examples"] - total.counts["corrupt_image"]
+  return total.as_dict(REPORT_KEYS, CC3M_BREAKDOWNS)
 
 
 def format_report(reports: Mapping[str, Mapping[str, Any]], title: str = "cc3m build report",
@@ -485,14 +501,73 @@ def format_report(reports: Mapping[str, Mapping[str, Any]], title: str = "cc3m b
   return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------------------ the join rule
+
+
+def _rule_order(event: Event) -> tuple:
+  image = event.example["image"] if event.example is not None else b""
+  return event.kind != "example", event.key, event.order, event.reason, image
+
+
+def row_outcome(events: Iterable[Event]) -> tuple[tuple[int, dict[str, Any]] | None, report_lib.Report]:
+  """The one join rule, for one row and all of its images (both paths call it): the good image with the smallest
+  key is its example (equal keys: the first in (shard, sample) order); its other images count as
+  duplicate_image; a row with only bad images is corrupt_image, under the reason of its smallest key's image.
+  Deterministic: it does not depend on the order images arrive in, which Beam does not keep."""
+  events = sorted(events, key=_rule_order)
+  first = events[0]
+  counts = report_lib.Report().count("duplicate_image", len(events) - 1)
+  if first.kind == "example":
+    return (first.row, first.example), counts.count("examples")
+  return None, counts.count("corrupt_image", reason=first.reason)
+
+
+def plain_split(shards: list[str], tsv_path: str, labeled: bool,
+                counts: report_lib.Report) -> Iterator[tuple[int, dict[str, Any]]]:
+  """The plain path of one split: examples under the join rule, every count added to `counts`. A first pass
+  counts each row's images without reading them (tar members are skipped in the stream); then a row with one
+  image is decided as its image comes, and a row with more is held only until its last image has come."""
+  index = tsv_index(tsv_path, labeled)
+  expected = np.zeros(len(index), np.uint32)
+  for number, shard in enumerate(shards):
+    for event in shard_events(shard, tsv_path, labeled, number, with_images=False):
+      if event.kind != "counts":
+        expected[event.position] += 1
+  waiting: dict[int, list[Event]] = {}
+  decided = np.zeros(len(index), bool)
+  for number, shard in enumerate(shards):
+    for event in shard_events(shard, tsv_path, labeled, number):
+      if event.kind == "counts":
+        counts.merge(event.counts)
+        continue
+      if decided[event.position]:  # an image the first pass did not see (its shard changed): one more duplicate
+        counts.count("duplicate_image")
+        continue
+      held = waiting.setdefault(event.position, [])
+      held.append(event)
+      if len(held) < expected[event.position]:
+        continue
+      del waiting[event.position]
+      decided[event.position] = True
+      example, row_counts = row_outcome(held)
+      counts.merge(row_counts)
+      if example is not None:
+        yield example
+  for held in waiting.values():  # a shard that changed between the passes: its rows are decided at the end
+    example, row_counts = row_outcome(held)
+    counts.merge(row_counts)
+    if example is not None:
+      yield example
+
+
 _UNSEEN, _OK, _BAD = 0, 1, 2
 
 
 def row_outcomes(events: Iterable[Event], num_rows: int,
-                  report: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
-  """Streams events into examples and counts, holding one byte of state per row (3.3 MB at 3.3M rows): a row's
-  first good image is its example; its other images count as duplicate_image; a row with only bad images is
-  corrupt_image, under the reason of its first one."""
+                 report: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+  """A stream of events into examples and counts, one byte of state per row: a row's first good image is its
+  example. This is the join rule only where every image of a row has the same key and events come in (shard,
+  sample) order, as in cc12m_llavanext (joined on key); cc3m's rows are joined by url, and use `plain_split`."""
   state = np.zeros(num_rows, np.uint8)
   bad_reason: dict[int, str] = {}  # position -> reason, while the row has only bad images
   for event in events:
@@ -517,59 +592,51 @@ def row_outcomes(events: Iterable[Event], num_rows: int,
 # ------------------------------------------------------------------------------------------------ Beam
 
 
-def _beam_row_outcome(item: tuple[int, Iterable[Event]]) -> Iterator[tuple[str, Any]]:
-  """Beam's version of _row_outcomes for one row: the good image with the smallest key wins."""
-  row, events = item
-  events = sorted(events, key=lambda e: (e.kind != "example", e.key))
-  if events[0].kind == "example":
-    yield "example", (row, events[0].example)
-    yield "count", collections.Counter(examples=1, duplicate_image=len(events) - 1)
-  else:
-    yield "count", collections.Counter({"corrupt_image": 1, f"corrupt:{events[0].reason}": 1,
-                                        "duplicate_image": len(events) - 1})
+def _read_shard(item: tuple[int, str], tsv_path: str, labeled: bool) -> Iterator[Event]:
+  number, shard = item
+  return shard_events(shard, tsv_path, labeled, number)
 
 
-def _sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
-  total: collections.Counter = collections.Counter()
-  for c in counters:
-    total.update(c)
-  return total
+def _beam_row(item: tuple[int, Iterable[Event]]) -> Iterator[Any]:
+  """One row's grouped images under the join rule: ("example", (row, example)) when it makes one, then
+  ("counts", Report)."""
+  example, counts = row_outcome(item[1])
+  if example is not None:
+    yield "example", example
+  yield "counts", counts
 
 
-def _beam_split(pipeline_input, shards: list[str], tsv_path: str, labeled: bool, report_path: str):
-  """One split as a Beam graph: one work item per shard, rows grouped by id, counts summed into the report."""
+def _write_split_report(counts: report_lib.Report, tsv_path: str, labeled: bool, data_dir: str, split: str) -> None:
+  report_lib.write_part(data_dir, split, split_report(counts, tsv_index(tsv_path, labeled)))
+
+
+def _beam_split(pipeline_input, shards: list[str], tsv_path: str, labeled: bool, data_dir: str, split: str):
+  """One split as a Beam graph: one work item per shard, images grouped by row and joined by the rule, every
+  Report summed by one combine and written as the split's part of the build report."""
   beam = tfds.core.lazy_imports.apache_beam
   events = (pipeline_input
-            | "Shards" >> beam.Create(shards)
+            | "Shards" >> beam.Create(list(enumerate(shards)))
             | "OneShardPerWorker" >> beam.Reshuffle()
-            | "ReadShard" >> beam.FlatMap(shard_events, tsv_path=tsv_path, labeled=labeled))
+            | "ReadShard" >> beam.FlatMap(_read_shard, tsv_path=tsv_path, labeled=labeled))
   rows = (events
-          | "RowEvents" >> beam.Filter(lambda e: e.kind in ("example", "bad"))
+          | "RowEvents" >> beam.Filter(lambda e: e.kind != "counts")
           | "ByRow" >> beam.Map(lambda e: (e.row, e))
           | "GroupByRow" >> beam.GroupByKey()
-          | "Outcome" >> beam.FlatMap(_beam_row_outcome))
-  image_counts = (events
-                  | "ImageEvents" >> beam.Filter(lambda e: e.kind not in ("example", "bad"))
-                  | "ImageCount" >> beam.Map(lambda e: collections.Counter({e.kind: 1})))
-  row_counts = rows | "RowCounts" >> beam.Filter(lambda kv: kv[0] == "count") | "Unwrap" >> beam.Map(lambda kv: kv[1])
-  _ = ((row_counts, image_counts)
+          | "JoinRule" >> beam.FlatMap(_beam_row))
+  shard_counts = events | "ShardEvents" >> beam.Filter(lambda e: e.kind == "counts") | "ShardCounts" >> beam.Map(
+      lambda e: e.counts)
+  row_counts = rows | "RowOutcomes" >> beam.Filter(lambda kv: kv[0] == "counts") | "RowCounts" >> beam.Map(
+      lambda kv: kv[1])
+  _ = ((row_counts, shard_counts)
        | "AllCounts" >> beam.Flatten()
-       | "Sum" >> beam.CombineGlobally(_sum_counters)
-       | "ToJson" >> beam.Map(lambda c: json.dumps(dict(c)))
-       | "WriteCounts" >> beam.io.WriteToText(report_path, num_shards=1, shard_name_template=""))
+       | "SumReports" >> beam.CombineGlobally(report_lib.combine)
+       | "WriteReport" >> beam.Map(_write_split_report, tsv_path=tsv_path, labeled=labeled, data_dir=data_dir,
+                                   split=split))
   return rows | "Examples" >> beam.Filter(lambda kv: kv[0] == "example") | "KeyExample" >> beam.Map(lambda kv: kv[1])
 
 
-def report_from_counts(counts: Mapping[str, int], index: TsvIndex) -> dict[str, Any]:
-  report = empty_report(index)
-  for key, n in counts.items():
-    if key.startswith("corrupt:"):
-      report["corrupt_reasons"][key[len("corrupt:"):]] = n
-    else:
-      report[key] += n
-  return finish_report(report, index)
-
-
-def beam_split_transform(shards: list[str], tsv: str, labeled: bool, report_path: str):
+def beam_split_transform(shards: list[str], tsv: str, labeled: bool, data_dir: str, split: str):
+  """The Beam path of one split, as the PTransform a builder's `_generate_examples` returns; its report part is
+  written into `data_dir`, the dataset's folder being built."""
   beam = tfds.core.lazy_imports.apache_beam
-  return beam.ptransform_fn(_beam_split)(shards, tsv, labeled, report_path)
+  return beam.ptransform_fn(_beam_split)(shards, tsv, labeled, data_dir, split)

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import hashlib
 import json
 import os
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorflow_datasets as tfds
 from etils import epath
 
 from tfds_builders import img2dataset as i2d
+from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
-from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
+from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
 
 _INSTRUCTIONS_POINTER = "see tfds_builders/alt_text_captions/README.md"
 
@@ -51,7 +52,7 @@ def config_from_settings(items: Sequence[str]) -> AltTextConfig:
                        settings=settings)
 
 
-class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
+class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """Conceptual-Captions-style pairs from harvested alt-texts (Sharma et al. 2018, section 3)."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -70,31 +71,9 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     return self.dataset_info_from_configs(
         features=tfds.features.FeaturesDict(features),
         homepage="https://ai.google.com/research/ConceptualCaptions/",
-        metadata=tfds.core.MetadataDict(),
+        metadata=report_lib.ReportMetadata(functools.partial(_assemble, self.builder_config.settings.as_dict()),
+                                           _describe),
     )
-
-  def _download_and_prepare(self, dl_manager, download_config):
-    self._funnel: list[dict[str, Any]] = []
-    self._shard_counts: dict[str, int] = {}
-    self._generated = True
-    self._use_beam = download_config.beam_runner is not None or download_config.beam_options is not None
-    self._beam_counts = ""
-    result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
-    if self._beam_counts:  # the Beam pipeline has run by now: its summed counts are in one JSON file
-      counts_file = epath.Path(self._beam_counts)
-      counts = json.loads(counts_file.read_text()) if counts_file.exists() else {}
-      self._funnel[:] = stages_lib.funnel_from_counts(counts).to_list()
-      self._shard_counts.update({k.removeprefix("shard/"): n for k, n in counts.items() if k.startswith("shard/")})
-      counts_file.unlink(missing_ok=True)
-    # Set before download_and_prepare writes dataset_info: metadata.json is written with it.
-    self.info.metadata["funnel"] = self._funnel
-    self.info.metadata["shards"] = self._shard_counts
-    self.info.metadata["settings"] = self.builder_config.settings.as_dict()
-    return result
-
-  def _post_download_and_prepare_hook(self) -> None:
-    if getattr(self, "_generated", False):
-      print(stages_lib.format_funnel(self.info.metadata["funnel"]), flush=True)
 
   def _manual_paths(self, dl_manager) -> tuple[list[str], str, str]:
     try:
@@ -123,42 +102,46 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     shards, labels, weights = self._manual_paths(dl_manager)
-    if getattr(self, "_use_beam", False):
-      folder = epath.Path(self._data_dir_root) / ".alt_text_captions_counts"
-      folder.mkdir(parents=True, exist_ok=True)
-      self._beam_counts = os.fspath(folder / f"train-{uuid.uuid4().hex}.json")
-      return {"train": _beam_transform(shards, self.builder_config.settings, labels, weights, self._beam_counts)}
     return {"train": self._generate_examples(shards, labels, weights)}
 
-  def _generate_examples(self, shards: list[str], labels: str,
-                         weights: str) -> Iterator[tuple[str, dict[str, Any]]]:
+  def _generate_examples(self, shards: list[str], labels: str, weights: str):
+    """The examples: a Beam PTransform when the build runs on Beam, else a generator. Either writes the funnel
+    (the build report) into the dataset's folder once the last example is out (tfds_builders/report.py)."""
+    if self.uses_beam():
+      return _beam_transform(shards, self.builder_config.settings, labels, weights, os.fspath(self.data_dir))
+    return self._plain_examples(shards, labels, weights)
+
+  def _plain_examples(self, shards: list[str], labels: str, weights: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """The examples of `_stage_examples`; none at all is a ManualDataError with the funnel (where every candidate
     went), which is printed too, as after a build, instead of TFDS's "No examples were yielded"."""
+    report = report_lib.Report()
 
     def nothing_kept() -> str:
-      print(stages_lib.format_funnel(self._funnel), flush=True)
+      funnel = stages_lib.funnel(report)
+      print(stages_lib.format_funnel(funnel), flush=True)
       stages = "; ".join(f"{e['stage']} {e['in']:,} → {e['out']:,}" + (
           f" ({', '.join(f'{r} {n}' for r, n in e['reasons'].items())})" if e["reasons"] else "")
-          for e in self._funnel)
+          for e in funnel)
       return f"every candidate of the {len(shards)} shard(s) in the manual dir was dropped: {stages}"
-    yield from at_least_one(self._stage_examples(shards, labels, weights), nothing_kept,
+    yield from at_least_one(self._stage_examples(shards, labels, weights, report), nothing_kept,
                             "check the manual dir's shards, or loosen the --set settings of the stage that dropped "
                             f"them all ({_INSTRUCTIONS_POINTER})")
+    report_lib.write_part(self.data_dir, "train", {"funnel": stages_lib.funnel(report),
+                                                   "shards": stages_lib.shard_counts(report)})
 
-  def _stage_examples(self, shards: list[str], labels: str,
-                      weights: str) -> Iterator[tuple[str, dict[str, Any]]]:
+  def _stage_examples(self, shards: list[str], labels: str, weights: str,
+                      report: report_lib.Report) -> Iterator[tuple[str, dict[str, Any]]]:
     """Two passes: stages a-c per shard while counting concepts (survivors kept as small records, no images),
     then pruning, with each shard read again for the survivors' images."""
     settings = self.builder_config.settings
     stages = stages_lib.Stages(settings, labels, weights)
-    funnel = stages_lib.Funnel()
     counts: collections.Counter = collections.Counter()
     survivors: dict[str, dict[str, stages_lib.Outcome]] = {}
     concept_counts: collections.Counter = collections.Counter()
     for shard in shards:
       kept = survivors.setdefault(shard, {})
       for outcome, _ in stages_lib.shard_outcomes(shard, stages, counts):
-        funnel.add(outcome.stage, outcome.reason)
+        stages_lib.count_outcome(report, outcome.stage, outcome.reason)
         if outcome.stage is None:
           kept[outcome.key] = outcome
           concept_counts.update(set(outcome.concepts))
@@ -172,14 +155,22 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
           continue
         reason = stages_lib.concept_reason(outcome.concepts, concept_counts, settings.min_concept_count)
         if reason is not None:
-          funnel.drop_later("concepts", reason)
+          report.count("concepts", reason=reason)
           continue
         yield outcome.key, stages_lib.example(outcome, candidate.image)
-    self._funnel[:] = funnel.to_list()
-    self._shard_counts.update(dict(sorted(counts.items())))
+    report.counts.update(counts)
 
 
-def _beam_transform(shards: list[str], settings: stages_lib.Settings, labels: str, weights: str, funnel_path: str):
+def _beam_transform(shards: list[str], settings: stages_lib.Settings, labels: str, weights: str, data_dir: str):
   """The Beam path, one DoFn per stage (stages_beam.py imports apache_beam, so only Beam builds import it)."""
   from tfds_builders.alt_text_captions import stages_beam  # noqa: PLC0415
-  return stages_beam.StagesPipeline(shards, settings, labels, weights, funnel_path)
+  return stages_beam.StagesPipeline(shards, settings, labels, weights, data_dir)
+
+
+def _assemble(settings: dict[str, Any], parts: dict[str, Any]) -> dict[str, Any]:
+  """The metadata: the funnel, the shards' counts, and the settings the build ran with."""
+  return {"funnel": parts["train"]["funnel"], "shards": parts["train"]["shards"], "settings": settings}
+
+
+def _describe(metadata: Mapping[str, Any]) -> str:
+  return stages_lib.format_funnel(metadata["funnel"])

@@ -16,6 +16,7 @@ from typing import Any
 from capjax.image import filters as image_filters
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
 from tfds_builders import img2dataset as i2d
+from tfds_builders import report as report_lib
 
 STAGE_NAMES = ("image", "text", "cross", "hypernym", "concepts")
 # The paper's figure for each stage (Sharma et al. 2018, section 3), printed beside the build's own.
@@ -128,35 +129,32 @@ def parse_settings(items: Sequence[str]) -> Settings:
 # ------------------------------------------------------------------------------------------------ funnel
 
 
-class Funnel:
-  """Per stage, how many candidates it dropped for which reason; in/out follow from the stage order."""
+# The build's Report: "candidates" read; each stage's rejects counted under the stage's name, by reason; and the
+# shard-side counts of i2d.shard_candidates (shards, unsafe_member, ...) under their own names.
+CANDIDATES = "candidates"
 
-  def __init__(self, total: int = 0, reasons: Mapping[str, Mapping[str, int]] | None = None):
-    self.total = total
-    self.reasons = {s: collections.Counter((reasons or {}).get(s, {})) for s in STAGE_NAMES}
 
-  def add(self, stage: str | None, reason: str | None) -> None:
-    self.total += 1
-    if stage is not None:
-      self.reasons[stage][reason] += 1
+def count_outcome(report: report_lib.Report, stage: str | None, reason: str | None) -> None:
+  """One candidate read: kept (stage None) or dropped by `stage` for `reason`."""
+  report.count(CANDIDATES)
+  if stage is not None:
+    report.count(stage, reason=reason)
 
-  def drop_later(self, stage: str, reason: str) -> None:
-    self.reasons[stage][reason] += 1
 
-  def merge(self, other: Funnel) -> Funnel:
-    merged = Funnel(self.total + other.total)
-    for s in STAGE_NAMES:
-      merged.reasons[s] = self.reasons[s] + other.reasons[s]
-    return merged
+def funnel(report: report_lib.Report) -> list[dict[str, Any]]:
+  """Per stage, in order, how many candidates came in, went out, and the reasons of those dropped."""
+  remaining, out = report.counts[CANDIDATES], []
+  for stage in STAGE_NAMES:
+    reasons = {reason: int(n) for reason, n in sorted(report.reasons.get(stage, {}).items())}
+    dropped = sum(reasons.values())
+    out.append({"stage": stage, "in": int(remaining), "out": int(remaining - dropped), "reasons": reasons})
+    remaining -= dropped
+  return out
 
-  def to_list(self) -> list[dict[str, Any]]:
-    remaining, out = self.total, []
-    for stage in STAGE_NAMES:
-      reasons = dict(sorted(self.reasons[stage].items()))
-      dropped = sum(reasons.values())
-      out.append({"stage": stage, "in": remaining, "out": remaining - dropped, "reasons": reasons})
-      remaining -= dropped
-    return out
+
+def shard_counts(report: report_lib.Report) -> dict[str, int]:
+  """The shard-side counts of the report, by name."""
+  return {k: int(n) for k, n in sorted(report.counts.items()) if k != CANDIDATES and k not in STAGE_NAMES}
 
 
 def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
@@ -355,16 +353,3 @@ def concept_reason(concepts: Iterable[str], counts: Mapping[str, int], min_count
   from capjax.text import concepts as concepts_lib  # noqa: PLC0415
   reason = concepts_lib.prune(concepts, counts, min_count)
   return None if reason is None else str(reason)
-
-
-# ------------------------------------------------------------------------------------------------ Beam
-
-
-def funnel_from_counts(counts: Mapping[str, int]) -> Funnel:
-  """The Beam path's summed counts ('total' candidates read, 'STAGE:REASON' per reject) → the Funnel."""
-  funnel = Funnel(counts.get("total", 0))
-  for key, n in counts.items():
-    if ":" in key:
-      stage, _, reason = key.partition(":")
-      funnel.reasons[stage][reason] += n
-  return funnel

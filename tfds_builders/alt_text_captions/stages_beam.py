@@ -1,5 +1,6 @@
 """The alt_text_captions Beam pipeline: one work item per shard, then one DoFn per stage of stages.py (image, text,
-cross, hypernym, concepts), each tagging its rejects with their reason, and the funnel summed from those tags.
+cross, hypernym, concepts), each tagging its rejects with their reason, and the funnel: one Report summed from
+those tags and the shards' counts.
 
 Imported by package name only (workers unpickle these DoFns by module path; see tfds_builders/img2dataset.py), and
 only when Beam runs: this module imports apache_beam at the top.
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
 
 from capjax.text import concepts as concepts_lib
 from tfds_builders import img2dataset as i2d
+from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 
 KEPT, REJECTS, COUNTS = "kept", "rejects", "counts"
@@ -54,8 +55,7 @@ class ReadShardFn(beam.DoFn):
     for candidate in i2d.shard_candidates(shard, counts):
       total += 1
       yield stages_lib.Item(candidate)
-    yield beam.pvalue.TaggedOutput(COUNTS, collections.Counter({"total": total,
-                                                                **{f"shard/{k}": v for k, v in counts.items()}}))
+    yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts).count(stages_lib.CANDIDATES, total))
 
 
 class StageFn(_StagesDoFn):
@@ -127,32 +127,26 @@ def outcome_concepts(item: tuple[stages_lib.Outcome, bytes]) -> tuple[str, ...]:
   return item[0].concepts
 
 
-def reject_counter(reject: tuple[str, str, str]) -> collections.Counter:
-  """A reject's contribution to the funnel, as a Counter Beam can sum ('STAGE:REASON'; see funnel_from_counts)."""
+def reject_report(reject: tuple[str, str, str]) -> report_lib.Report:
+  """A reject's contribution to the funnel: one under its stage, by reason."""
   _, stage, reason = reject
-  return collections.Counter({f"{stage}:{reason}": 1})
+  return report_lib.Report().count(stage, reason=reason)
 
 
-def sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
-  total: collections.Counter = collections.Counter()
-  for counter in counters:
-    total.update(counter)
-  return total
-
-
-def to_json(counts: collections.Counter) -> str:
-  return json.dumps(dict(counts))
+def write_report(report: report_lib.Report, data_dir: str) -> None:
+  report_lib.write_part(data_dir, "train", {"funnel": stages_lib.funnel(report),
+                                            "shards": stages_lib.shard_counts(report)})
 
 
 class StagesPipeline(beam.PTransform):
   """Shards → Reshuffle → ReadShard → image → text → cross → hypernym → concepts (CountConcepts as a side
-  input) → (key, example); every stage's rejects and the read counts summed into one JSON file at funnel_path."""
+  input) → (key, example); every stage's rejects and the read counts, as Reports, summed by one combine into the
+  build report's part in `data_dir`, the dataset's folder being built (tfds_builders/report.py)."""
 
-  def __init__(self, shards: list[str], settings: stages_lib.Settings, labels: str, weights: str,
-               funnel_path: str):
+  def __init__(self, shards: list[str], settings: stages_lib.Settings, labels: str, weights: str, data_dir: str):
     super().__init__()
     self._shards, self._settings, self._args = shards, settings, (settings, labels, weights)
-    self._funnel_path = funnel_path
+    self._data_dir = data_dir
 
   def expand(self, pipeline_input):
     read = (pipeline_input
@@ -173,10 +167,9 @@ class StagesPipeline(beam.PTransform):
                                                    counts=beam.pvalue.AsSingleton(counts)).with_outputs(
                                                        REJECTS, main=KEPT)
     rejects.append(pruned[REJECTS])
-    reject_counts = tuple(rejects) | "AllRejects" >> beam.Flatten() | "RejectCounts" >> beam.Map(reject_counter)
+    reject_counts = tuple(rejects) | "AllRejects" >> beam.Flatten() | "RejectCounts" >> beam.Map(reject_report)
     _ = ((reject_counts, read[COUNTS])
          | "AllCounts" >> beam.Flatten()
-         | "Sum" >> beam.CombineGlobally(sum_counters)
-         | "ToJson" >> beam.Map(to_json)
-         | "WriteCounts" >> beam.io.WriteToText(self._funnel_path, num_shards=1, shard_name_template=""))
+         | "SumReports" >> beam.CombineGlobally(report_lib.combine)
+         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
     return pruned[KEPT]

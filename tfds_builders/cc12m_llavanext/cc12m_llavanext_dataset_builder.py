@@ -5,13 +5,10 @@ Plain builds stream the jsonl into an on-disk store and read the tars one at a t
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import json
 import os
 import tempfile
-import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -19,7 +16,8 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from tfds_builders import img2dataset as i2d
-from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
+from tfds_builders import report as report_lib
+from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
 from tfds_builders.cc12m_llavanext import join
 
 _README = "tfds_builders/cc12m_llavanext/README.md"
@@ -45,7 +43,15 @@ class Cc12mLlavanextConfig(tfds.core.BuilderConfig):
   drop_flagged: bool = False
 
 
-class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
+def _assemble(parts: dict[str, Any]) -> dict[str, Any]:
+  return {"build_report": parts["train"]}
+
+
+def _describe(metadata: Mapping[str, Any]) -> str:
+  return join.format_report(metadata["build_report"])
+
+
+class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """CC12M (Changpinyo et al. 2021) with LLaVA-NeXT recaptions, long and short, beside the alt-text."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -77,7 +83,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     return self.dataset_info_from_configs(
         features=tfds.features.FeaturesDict(features),
         homepage="https://huggingface.co/datasets/CaptionEmporium/conceptual-captions-cc12m-llavanext",
-        metadata=tfds.core.MetadataDict(),
+        metadata=report_lib.ReportMetadata(_assemble, _describe),
     )
 
   # --- files
@@ -101,46 +107,26 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   # --- generation
 
-  def _download_and_prepare(self, dl_manager, download_config):
-    self._use_beam = download_config.beam_runner is not None or download_config.beam_options is not None
-    self._counts: collections.Counter = collections.Counter()
-    self._beam_counts = ""
-    self._generated = True
-    result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
-    if self._beam_counts:  # the Beam pipeline has run by now: its summed counts are in one JSON file
-      counts_file = epath.Path(self._beam_counts)
-      self._counts.update(json.loads(counts_file.read_text()) if counts_file.exists() else {})
-      counts_file.unlink(missing_ok=True)
-      try:
-        counts_file.parent.rmdir()
-      except OSError:
-        pass  # another build's counts are still there
-    # Set before download_and_prepare writes dataset_info: metadata.json is written with it.
-    self.info.metadata["build_report"] = join.report_from_counts(self._counts)
-    return result
-
-  def _post_download_and_prepare_hook(self) -> None:
-    if getattr(self, "_generated", False):
-      print(join.format_report(self.info.metadata["build_report"]), flush=True)
-
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     jsonl, shards = self._manual_files(dl_manager)
-    drop_flagged = self.builder_config.drop_flagged
-    if getattr(self, "_use_beam", False):
-      folder = epath.Path(self._data_dir_root) / ".cc12m_llavanext_counts"
-      folder.mkdir(parents=True, exist_ok=True)
-      self._beam_counts = os.fspath(folder / f"train-{uuid.uuid4().hex}.json")
-      return {"train": _beam_transform(jsonl, shards, drop_flagged, self._beam_counts)}
-    return {"train": self._generate_examples(jsonl, shards, drop_flagged)}
+    return {"train": self._generate_examples(jsonl, shards, self.builder_config.drop_flagged)}
 
-  def _generate_examples(self, jsonl: str, shards: list[str],
-                         drop_flagged: bool) -> Iterator[tuple[int, dict[str, Any]]]:
+  def _generate_examples(self, jsonl: str, shards: list[str], drop_flagged: bool):
+    """The examples: a Beam PTransform when the build runs on Beam, else a generator. Either writes the build
+    report's part into the dataset's folder once the last example is out (tfds_builders/report.py)."""
+    if self.uses_beam():
+      return _beam_transform(jsonl, shards, drop_flagged, os.fspath(self.data_dir))
+    return self._plain_examples(jsonl, shards, drop_flagged)
+
+  def _plain_examples(self, jsonl: str, shards: list[str], drop_flagged: bool) -> Iterator[tuple[int, dict[str, Any]]]:
+    report = report_lib.Report()
     with tempfile.TemporaryDirectory(prefix="cc12m_llavanext_rows_") as folder:
-      yield from at_least_one(join.plain_examples(jsonl, shards, folder, drop_flagged, self._counts),
-                              lambda: f"{jsonl} and {len(shards)} tar(s) gave {dict(self._counts)}")
+      yield from at_least_one(join.plain_examples(jsonl, shards, folder, drop_flagged, report),
+                              lambda: f"{jsonl} and {len(shards)} tar(s) gave {join.finish_report(report)}")
+    report_lib.write_part(self.data_dir, "train", join.finish_report(report))
 
 
-def _beam_transform(jsonl: str, shards: list[str], drop_flagged: bool, counts_path: str):
+def _beam_transform(jsonl: str, shards: list[str], drop_flagged: bool, data_dir: str):
   """The Beam path (join_beam.py imports apache_beam, so only Beam builds import it)."""
   from tfds_builders.cc12m_llavanext import join_beam  # noqa: PLC0415
-  return join_beam.JoinPipeline(jsonl, shards, drop_flagged, counts_path)
+  return join_beam.JoinPipeline(jsonl, shards, drop_flagged, data_dir)

@@ -23,6 +23,7 @@ from etils import epath
 from capjax.image import io as image_io
 from capjax.text import recaption
 from tfds_builders import img2dataset as i2d
+from tfds_builders import report as report_lib
 
 JSONL = "train.jsonl.gz"
 SHARD_NAME = re.compile(r"cc12m-train-\d+\.tar")
@@ -276,32 +277,32 @@ def clean(example: dict[str, Any]) -> tuple[list[str], list[str]]:
   return repairs, failures
 
 
-def clean_and_count(example: dict[str, Any], counts: collections.Counter) -> bool:
-  """`clean`, with the example's flags counted ("flag:FIELD:RULE", `repaired`, `flagged`); True when flagged."""
+def clean_and_count(example: dict[str, Any], report: report_lib.Report) -> bool:
+  """`clean`, with the example's flags counted (`repaired`, `flagged`, and each FIELD:RULE under "flags"); True
+  when flagged."""
   repairs, failures = clean(example)
-  counts["repaired"] += bool(repairs)
-  counts["flagged"] += bool(failures)
-  counts.update(f"flag:{name}" for name in example["flags"])
+  report.count("repaired", int(bool(repairs)))
+  report.count("flagged", int(bool(failures)))
+  for name in example["flags"]:
+    report.count("flags", reason=name)
   return bool(failures)
 
 
 # ------------------------------------------------------------------------------------------------ report
 
 
-def report_from_counts(counts: Mapping[str, int]) -> dict[str, Any]:
-  """The build report from summed counts: REPORT_KEYS, then `corrupt_reasons` ("corrupt:R") and `flags`
-  ("flag:F"), each sorted by name."""
-  report: dict[str, Any] = {key: int(counts.get(key, 0)) for key in REPORT_KEYS}
-  for prefix, field in (("corrupt:", "corrupt_reasons"), ("flag:", "flags")):
-    report[field] = {k[len(prefix):]: int(n) for k, n in sorted(counts.items()) if k.startswith(prefix)}
-  return report
+def finish_report(report: report_lib.Report) -> dict[str, Any]:
+  """The build report as written: REPORT_KEYS, then `corrupt_reasons` and `flags` (examples with each), each sorted
+  by name."""
+  return report.as_dict(REPORT_KEYS, {"corrupt_image": "corrupt_reasons", "flags": "flags"})
 
 
 def plain_examples(jsonl: str, shards: Iterable[str], folder: str, drop_flagged: bool,
-                   counts: collections.Counter) -> Iterator[tuple[int, dict[str, Any]]]:
+                   report: report_lib.Report) -> Iterator[tuple[int, dict[str, Any]]]:
   """The plain path: the rows into a store in `folder`, then each shard's images joined, one at a time, a row's
-  first good image its example; every count goes into `counts` (see report_from_counts)."""
+  first good image its example; every count goes into `report` (see finish_report)."""
   store = RowStore(jsonl, folder)
+  counts = report.counts
   try:
     counts.update(store.counts)
     events = (join_event(image, store.lookup(image.key)) for shard in shards for image in shard_images(shard, counts))
@@ -309,25 +310,26 @@ def plain_examples(jsonl: str, shards: Iterable[str], folder: str, drop_flagged:
     joined = 0
     for line, example in i2d.row_outcomes(events, len(store), outcomes):
       joined += 1
-      if clean_and_count(example, counts) and drop_flagged:
+      if clean_and_count(example, report) and drop_flagged:
         continue
       counts["examples"] += 1
       yield line, example
     for kind in ("image_without_row", "url_mismatch", "duplicate_image"):
       counts[kind] += outcomes[kind]
-    counts["corrupt_image"] += outcomes["corrupt_image"]
-    counts.update({f"corrupt:{reason}": n for reason, n in outcomes["corrupt_reasons"].items()})
+    for reason, n in outcomes["corrupt_reasons"].items():
+      report.count("corrupt_image", n, reason=reason)
     counts["row_without_image"] += len(store) - joined - outcomes["corrupt_image"]
   finally:
     store.close()
 
 
 def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_flagged: bool,
-                counts: collections.Counter) -> tuple[int, dict[str, Any]] | None:
+                report: report_lib.Report) -> tuple[int, dict[str, Any]] | None:
   """The Beam path's join of one key (all its rows and images, grouped), with the plain path's result: the first
   row is kept; of the images that are the row's, the first good one in (shard, number) order is its example."""
   rows = sorted(rows, key=lambda r: r[0])
   images = sorted(images, key=lambda i: i.order)
+  counts = report.counts
   if not rows:
     counts["image_without_row"] += len(images)
     return None
@@ -341,11 +343,10 @@ def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_f
   counts["duplicate_image"] += len(own) - 1
   good = [image for image in own if not image.reason]
   if not good:
-    counts["corrupt_image"] += 1
-    counts[f"corrupt:{own[0].reason}"] += 1
+    report.count("corrupt_image", reason=own[0].reason)
     return None
   example = raw_example(row, good[0])
-  if clean_and_count(example, counts) and drop_flagged:
+  if clean_and_count(example, report) and drop_flagged:
     return None
   counts["examples"] += 1
   return line, example

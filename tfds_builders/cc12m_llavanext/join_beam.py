@@ -1,6 +1,6 @@
 """The cc12m_llavanext Beam pipeline: the jsonl.gz read as one stream of (key, row), each tar one work item of
 (key, image), both grouped by key, and each key joined by join.key_outcome, so that the examples and the report
-are the plain path's. The counts of every step are summed into one JSON file.
+are the plain path's. The Reports of every step are summed into the build report's part.
 
 Imported by package name only (workers unpickle these functions by module path; see tfds_builders/img2dataset.py),
 and only when Beam runs: this module imports apache_beam at the top.
@@ -9,12 +9,12 @@ and only when Beam runs: this module imports apache_beam at the top.
 from __future__ import annotations
 
 import collections
-import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 
+from tfds_builders import report as report_lib
 from tfds_builders.cc12m_llavanext import join
 
 MAIN, COUNTS = "main", "counts"
@@ -27,7 +27,7 @@ class ReadRowsFn(beam.DoFn):
     counts: collections.Counter = collections.Counter()
     for line, row in join.read_rows(path, counts):
       yield row.key, (line, row)
-    yield beam.pvalue.TaggedOutput(COUNTS, counts)
+    yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts))
 
 
 class ReadShardFn(beam.DoFn):
@@ -38,7 +38,7 @@ class ReadShardFn(beam.DoFn):
     counts: collections.Counter = collections.Counter()
     for image in join.shard_images(shard, counts):
       yield image.key, image
-    yield beam.pvalue.TaggedOutput(COUNTS, counts)
+    yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts))
 
 
 class JoinFn(beam.DoFn):
@@ -50,26 +50,24 @@ class JoinFn(beam.DoFn):
 
   def process(self, item: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     _, grouped = item
-    counts: collections.Counter = collections.Counter()
-    result = join.key_outcome(grouped["rows"], grouped["images"], self._drop_flagged, counts)
+    report = report_lib.Report()
+    result = join.key_outcome(grouped["rows"], grouped["images"], self._drop_flagged, report)
     if result is not None:
       yield result
-    yield beam.pvalue.TaggedOutput(COUNTS, counts)
+    yield beam.pvalue.TaggedOutput(COUNTS, report)
 
 
-def sum_counters(counters: Iterable[collections.Counter]) -> collections.Counter:
-  total: collections.Counter = collections.Counter()
-  for counter in counters:
-    total.update(counter)
-  return total
+def write_report(report: report_lib.Report, data_dir: str) -> None:
+  report_lib.write_part(data_dir, "train", join.finish_report(report))
 
 
 class JoinPipeline(beam.PTransform):
-  """jsonl.gz + tars → (line, example); the summed counts written as JSON to `counts_path`."""
+  """jsonl.gz + tars → (line, example); every step's Reports summed by one combine into the build report's part
+  in `data_dir`, the dataset's folder being built (tfds_builders/report.py)."""
 
-  def __init__(self, jsonl: str, shards: list[str], drop_flagged: bool, counts_path: str):
+  def __init__(self, jsonl: str, shards: list[str], drop_flagged: bool, data_dir: str):
     super().__init__()
-    self._jsonl, self._shards, self._drop_flagged, self._counts_path = jsonl, shards, drop_flagged, counts_path
+    self._jsonl, self._shards, self._drop_flagged, self._data_dir = jsonl, shards, drop_flagged, data_dir
 
   def expand(self, pipeline_input):
     rows = (pipeline_input
@@ -84,7 +82,6 @@ class JoinPipeline(beam.PTransform):
               | "Join" >> beam.ParDo(JoinFn(self._drop_flagged)).with_outputs(COUNTS, main=MAIN))
     _ = ((rows[COUNTS], images[COUNTS], joined[COUNTS])
          | "AllCounts" >> beam.Flatten()
-         | "Sum" >> beam.CombineGlobally(sum_counters)
-         | "ToJson" >> beam.Map(lambda counts: json.dumps(dict(counts)))
-         | "WriteCounts" >> beam.io.WriteToText(self._counts_path, num_shards=1, shard_name_template=""))
+         | "SumReports" >> beam.CombineGlobally(report_lib.combine)
+         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
     return joined[MAIN]

@@ -1,13 +1,12 @@
 """The `cc3m` TFDS builder: Conceptual Captions' released TSVs joined, by url, to the images img2dataset downloaded.
 It reads shards as streams, one at a time (one Beam work item each under `tfds build --beam_pipeline_options`).
+Stateless, on TFDS's public API: each split's report is written by report.py's step, from either path.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,8 @@ from absl import logging
 from etils import epath
 
 from tfds_builders import img2dataset as i2d
-from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
+from tfds_builders import report
+from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
 
 TSV_FILES: dict[str, dict[str, str]] = {
     "unlabeled": {"train": "Train_GCC-training.tsv", "validation": "Validation_GCC-1.1.0-Validation.tsv"},
@@ -61,10 +61,14 @@ class Cc3mConfig(tfds.core.BuilderConfig):
   labeled: bool = False
 
 
+def _describe(metadata) -> str:
+  return i2d.format_report(metadata["build_report"])
+
+
 # ------------------------------------------------------------------------------------------------ builder
 
 
-class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
+class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """Conceptual Captions 3M (Sharma et al. 2018): the released captions joined by url to downloaded images."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -92,7 +96,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     return self.dataset_info_from_configs(
         features=tfds.features.FeaturesDict(features),
         homepage="https://ai.google.com/research/ConceptualCaptions/",
-        metadata=tfds.core.MetadataDict(),
+        metadata=report.ReportMetadata(report.by_split, _describe),
     )
 
   # --- files
@@ -112,30 +116,6 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   # --- generation
 
-  def _download_and_prepare(self, dl_manager, download_config):
-    self._use_beam = download_config.beam_runner is not None or download_config.beam_options is not None
-    self._reports: dict[str, dict[str, Any]] = {}
-    self._beam_reports: dict[str, tuple[str, str]] = {}
-    self._generated = True
-    result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
-    for split, (path, tsv) in self._beam_reports.items():  # the Beam pipeline has run by now
-      report_file = epath.Path(path)
-      counts = json.loads(report_file.read_text()) if report_file.exists() else {}
-      self._reports[split] = i2d.report_from_counts(counts, i2d.tsv_index(tsv, self.builder_config.labeled))
-      report_file.unlink(missing_ok=True)
-    if self._beam_reports:
-      try:
-        (epath.Path(self._data_dir_root) / ".cc3m_reports").rmdir()
-      except OSError:
-        pass  # another build's reports are still there
-    # Set before download_and_prepare writes dataset_info: metadata.json is written with it.
-    self.info.metadata["build_report"] = {s: self._reports[s] for s in sorted(self._reports)}
-    return result
-
-  def _post_download_and_prepare_hook(self) -> None:
-    if getattr(self, "_generated", False):
-      print(i2d.format_report(self.info.metadata["build_report"]), flush=True)
-
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     try:
       manual_dir = epath.Path(dl_manager.manual_dir)
@@ -150,28 +130,28 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
         # TFDS refuses a split with no examples: a split with no images at all is left out of the build, and
         # its report says every row is missing_image.
         index = i2d.tsv_index(tsv, labeled)
-        self._reports[split] = i2d.finish_report(i2d.empty_report(index), index)
+        report.write_part(self.data_dir, split, i2d.split_report(report.Report(), index))
         logging.warning("cc3m: no img2dataset shards in %s: the %s split is not built", images, split)
         del files[split]
     if not files:
       raise ManualDataError(f"no img2dataset shards in {manual_dir / IMAGES_DIR}/*/ — download the images "
                             f"({_INSTRUCTIONS_POINTER})")
-    if getattr(self, "_use_beam", False):
-      reports_dir = epath.Path(self._data_dir_root) / ".cc3m_reports"
-      reports_dir.mkdir(parents=True, exist_ok=True)
-      generators = {}
-      for split, (tsv, images) in files.items():
-        path = os.fspath(reports_dir / f"{split}-{uuid.uuid4().hex}.json")
-        self._beam_reports[split] = (path, tsv)
-        generators[split] = i2d.beam_split_transform(i2d.list_shards(images), tsv, labeled, path)
-      return generators
     return {split: self._generate_examples(split, tsv, images) for split, (tsv, images) in files.items()}
 
-  def _generate_examples(self, split: str, tsv: str, images: str) -> Iterator[tuple[int, dict[str, Any]]]:
+  def _generate_examples(self, split: str, tsv: str, images: str):
+    """The split's examples: a Beam PTransform when the build runs on Beam, else a generator. Either writes the
+    split's part of the build report into the dataset's folder once its last example is out (report.py)."""
+    shards = i2d.list_shards(images)
+    if self.uses_beam():
+      return i2d.beam_split_transform(shards, tsv, self.builder_config.labeled, os.fspath(self.data_dir), split)
+    return self._plain_examples(split, tsv, shards, images)
+
+  def _plain_examples(self, split: str, tsv: str, shards: list[str],
+                      images: str) -> Iterator[tuple[int, dict[str, Any]]]:
     labeled = self.builder_config.labeled
     index = i2d.tsv_index(tsv, labeled)
-    report = i2d.empty_report(index)
-    events = (e for shard in i2d.list_shards(images) for e in i2d.shard_events(shard, tsv, labeled))
-    yield from at_least_one(i2d.row_outcomes(events, len(index), report),
-                            lambda: f"{tsv} ({len(index):,} rows) and the images in {images} gave {report}")
-    self._reports[split] = i2d.finish_report(report, index)
+    counts = report.Report()
+    yield from at_least_one(i2d.plain_split(shards, tsv, labeled, counts),
+                            lambda: f"{tsv} ({len(index):,} rows) and the images in {images} gave "
+                                    f"{i2d.split_report(counts, index)}")
+    report.write_part(self.data_dir, split, i2d.split_report(counts, index))

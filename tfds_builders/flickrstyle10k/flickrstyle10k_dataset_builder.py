@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import pickletools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ from etils import epath
 
 from capjax.text.lines import read_lines
 from tfds_builders import image_folder
+from tfds_builders import report as report_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
 
 HUMOR_CAPTIONS = "humor/funny_train.txt"
@@ -157,6 +158,10 @@ def split_of(num_images: int) -> list[str]:
   return splits
 
 
+def _describe(metadata: Mapping[str, Any]) -> str:
+  return image_folder.format_report(metadata["build_report"], "flickrstyle10k build report", REPORT_KEYS)
+
+
 class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """FlickrStyle10K's public 7,000 images with their humorous and romantic captions."""
 
@@ -179,21 +184,8 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
                                                   "in their order; empty when that file is not in the manual dir."),
         }),
         homepage="https://zhegan27.github.io/Papers/FlickrStyle_v0.9.zip",
-        metadata=tfds.core.MetadataDict(),
+        metadata=report_lib.ReportMetadata(report_lib.by_split, _describe),
     )
-
-  def _download_and_prepare(self, dl_manager, download_config):
-    self._reports: dict[str, dict[str, Any]] = {}
-    self._generated = True
-    result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
-    reports = self._reports
-    self.info.metadata["build_report"] = {s: image_folder.finish_report(reports[s]) for s in sorted(reports)}
-    return result
-
-  def _post_download_and_prepare_hook(self) -> None:
-    if getattr(self, "_generated", False):
-      print(image_folder.format_report(self.info.metadata["build_report"], "flickrstyle10k build report",
-                                       REPORT_KEYS), flush=True)
 
   def _manual_files(self, dl_manager) -> dict[str, str]:
     root = image_folder.manual_dir(dl_manager, "FlickrStyle_v0.9/ and flickr30k-images/", _README)
@@ -234,26 +226,27 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   def _generate_examples(self, split: str, rows: list, splits: list[str], images: str,
                          factual: dict[str, list[str]] | None) -> Iterator[tuple[int, dict[str, Any]]]:
-    report = self._reports[split] = image_folder.empty_report(REPORT_KEYS)
+    report = report_lib.Report()
 
     def examples():
       for index, (name, (humorous, humorous_utf8), (romantic, romantic_utf8)) in enumerate(rows):
         if splits[index] != split:
           continue
-        report["listed"] += 1
-        report["not_utf8_caption"] += (not humorous_utf8) + (not romantic_utf8)
+        report.count("listed")
+        report.count("not_utf8_caption", (not humorous_utf8) + (not romantic_utf8))
         if not humorous or not romantic:
-          report["empty_caption"] += 1
+          report.count("empty_caption")
           continue
         data, reason = image_folder.read_jpeg(images, flickr30k_name(name))
         if reason:
           image_folder.count_image_failure(report, reason)
           continue
-        report["examples"] += 1
+        report.count("examples")
         captions = factual.get(flickr30k_name(name), []) if factual is not None else []
-        report["without_factual"] += factual is not None and not captions
+        report.count("without_factual", int(factual is not None and not captions))
         yield index, {"image": data, "image_name": name, "flickr30k_name": flickr30k_name(name), "index": index,
                       "humorous": humorous, "romantic": romantic, "factual": captions}
 
-    yield from at_least_one(examples(), lambda: f"the {split} split's {report['listed']} images in {images} gave "
-                                                f"{dict(report)}")
+    yield from at_least_one(examples(), lambda: f"the {split} split's {report.counts['listed']} images in {images} "
+                                                f"gave {image_folder.finish_report(report, REPORT_KEYS)}")
+    report_lib.write_part(self.data_dir, split, image_folder.finish_report(report, REPORT_KEYS))

@@ -17,6 +17,7 @@ from typing import Any
 from tensorflow_datasets.core.utils import tqdm_utils
 
 from tfds_builders import image_folder
+from tfds_builders import report as report_lib
 from tfds_builders.builder_base import ManualDataError
 
 REPORT_KEYS = ("images", "examples", "missing_image", "corrupt_image", "unsafe_name")
@@ -207,18 +208,18 @@ def plan(root: str, entries: list[Entry], named: Collection[tuple[str, str]], sp
   bytes dropped at once: memory does not grow with the image count) and counts the image folders' other files.
   The report: per split, images listed, examples, and each reason an image was left out; under "file", the
   json's entries and what was wrong with them, and the unreferenced files."""
-  report = {split: image_folder.empty_report(REPORT_KEYS) for split in splits}
+  report = {split: report_lib.Report() for split in splits}
   kept: dict[str, list[tuple[Entry, tuple[int, int]]]] = {split: [] for split in splits}
   for entry, (reason, stamp) in _checked(root, entries):
     counts = report[entry.split]
-    counts["images"] += 1
+    counts.count("images")
     if reason:
       image_folder.count_image_failure(counts, reason)
       continue
-    counts["examples"] += 1
+    counts.count("examples")
     kept[entry.split].append((entry, stamp))
   files = {**file_counts, "unreferenced_file": unreferenced_files(root, folders, named)}
-  return Plan(kept, {**{s: image_folder.finish_report(report[s]) for s in splits}, "file": files})
+  return Plan(kept, {**{s: image_folder.finish_report(report[s], REPORT_KEYS) for s in splits}, "file": files})
 
 
 def format_report(report: Mapping[str, Mapping[str, Any]], title: str, json_name: str) -> str:

@@ -5,16 +5,18 @@ sentiment; an image is in a config when it has at least one caption of that sent
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
 
 from tfds_builders import image_folder
+from tfds_builders import report as report_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
 
 JSON_NAME = "senticap_dataset.json"
@@ -103,6 +105,18 @@ def assign_splits(entries: list[dict[str, Any]]) -> list[str]:
   return splits
 
 
+def _assemble(parts: dict[str, Any]) -> dict[str, Any]:
+  """The build report: each split's (in name order), then the json's counts under "file"."""
+  return {"build_report": {**{s: parts[s] for s in sorted(parts) if s != "file"}, "file": parts["file"]}}
+
+
+def _describe(title: str, metadata: Mapping[str, Any]) -> str:
+  report = dict(metadata["build_report"])
+  counts = report.pop("file")
+  return (image_folder.format_report(report, title, REPORT_KEYS) + "\n"
+          + f"{JSON_NAME}: " + ", ".join(f"{k} {counts[k]:,}" for k in FILE_KEYS))
+
+
 class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   """SentiCap: COCO val2014 images with positive or negative captions and their sentiment words."""
 
@@ -128,25 +142,9 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
                                                   doc="Each caption's words in a sentiment ANP (word_sentiment 1)."),
         }),
         homepage="http://users.cecs.anu.edu.au/~u4534172/senticap.html",
-        metadata=tfds.core.MetadataDict(),
+        metadata=report_lib.ReportMetadata(_assemble, functools.partial(
+            _describe, f"senticap/{self.builder_config.name} build report")),
     )
-
-  def _download_and_prepare(self, dl_manager, download_config):
-    self._reports: dict[str, dict[str, Any]] = {}
-    self._file_counts = dict.fromkeys(FILE_KEYS, 0)
-    self._generated = True
-    result = super()._download_and_prepare(dl_manager=dl_manager, download_config=download_config)
-    self.info.metadata["build_report"] = {
-        **{s: image_folder.finish_report(self._reports[s]) for s in sorted(self._reports)}, "file": self._file_counts}
-    return result
-
-  def _post_download_and_prepare_hook(self) -> None:
-    if getattr(self, "_generated", False):
-      report = dict(self.info.metadata["build_report"])
-      counts = report.pop("file")
-      print(image_folder.format_report(report, f"senticap/{self.builder_config.name} build report", REPORT_KEYS),
-            flush=True)
-      print(f"{JSON_NAME}: " + ", ".join(f"{k} {counts[k]:,}" for k in FILE_KEYS), flush=True)
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     root = image_folder.manual_dir(dl_manager, f"{JSON_NAME} and COCO's {IMAGES_DIR}/", _README)
@@ -163,31 +161,31 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
           f"{path} is not JSON ({str(e)[:80]}) — download it again ({_INSTRUCTIONS_POINTER})") from e
     counts = dict.fromkeys(FILE_KEYS, 0)
     entries = parse_entries(data, SENTIMENTS[self.builder_config.name], counts)
-    if hasattr(self, "_file_counts"):
-      self._file_counts.update(counts)
+    report_lib.write_part(self.data_dir, "file", counts)
     splits = assign_splits(entries)
     return {split: self._generate_examples(split, entries, splits, os.fspath(images))
             for split in ("train", "validation", "test")}
 
   def _generate_examples(self, split: str, entries: list[dict[str, Any]], splits: list[str],
                          images: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    report = self._reports[split] = image_folder.empty_report(REPORT_KEYS)
+    report = report_lib.Report()
 
     def examples():
       for entry, entry_split in zip(entries, splits):
         if entry_split != split:
           continue
-        report["images"] += 1
+        report.count("images")
         data, reason = image_folder.read_jpeg(images, entry["filename"])
         if reason:
           image_folder.count_image_failure(report, reason)
           continue
-        report["examples"] += 1
+        report.count("examples")
         yield entry["filename"], {
             "image": data, "image_id": entry["image_id"], "filename": entry["filename"],
             "released_split": entry["split"],
             "captions": [c["caption"] for c in entry["captions"]], "tokens": [c["tokens"] for c in entry["captions"]],
             "style_words": [c["style_words"] for c in entry["captions"]]}
 
-    yield from at_least_one(examples(), lambda: f"the {split} split's {report['images']} images in {images} gave "
-                                                f"{dict(report)}")
+    yield from at_least_one(examples(), lambda: f"the {split} split's {report.counts['images']} images in {images} "
+                                                f"gave {image_folder.finish_report(report, REPORT_KEYS)}")
+    report_lib.write_part(self.data_dir, split, image_folder.finish_report(report, REPORT_KEYS))
