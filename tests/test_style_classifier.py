@@ -256,8 +256,8 @@ def test_the_extraction_command_reports_a_directory_that_is_not_a_style_model(tm
 def test_training_from_a_converted_bert_uses_the_papers_settings(tmp_path, capsys):
   """--init: the converted checkpoint's config and vocabulary are kept, its weights fine-tuned, the paper's
   romantic/humorous settings (batch 32, 1e-5, 3 epochs) recorded."""
-  from capjax.text_models import checkpoint  # noqa: PLC0415
-  from capjax.tools import convert_weights as cw  # noqa: PLC0415
+  from capjax.text_models import checkpoint
+  from capjax.tools import convert_weights as cw
   cw.main(["convert_weights", "--format=hf_bert", f"--input={FIXTURES}", f"--output={tmp_path / 'bert'}"])
   (tmp_path / "rom.txt").write_text("\n".join(f"a dog {i} in love" for i in range(40)) + "\n")
   (tmp_path / "fact.txt").write_text("\n".join(f"a dog {i}" for i in range(40)) + "\n")

@@ -5,9 +5,12 @@ Same model, features, tag dictionary and tie-breaking as `nltk.tag.PerceptronTag
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
+
+from capjax.text import resources
 
 START = ("-START-", "-START2-")
 END = ("-END-", "-END2-")
@@ -138,10 +141,6 @@ def _det_noun_prep(tags: Sequence[str], universal: dict[str, str]) -> bool:
 
 
 def main() -> int:
-  import json
-
-  from capjax.text import resources
-
   tagger = PerceptronTagger(*resources.perceptron_weights())
   universal = resources.universal_tag_map()
   report = {
