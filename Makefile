@@ -40,7 +40,9 @@ $(I2D_STAMP): constraints-img2dataset.txt
 	$(I2D_VENV)/bin/pip install -q -c constraints-img2dataset.txt img2dataset==1.47.0
 	touch $(I2D_STAMP)
 
+# The linter first (seconds; pyproject.toml's [tool.ruff]), then the suite.
 test: $(STAMP) $(I2D_STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests
 
 clean:
