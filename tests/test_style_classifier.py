@@ -206,12 +206,14 @@ def test_pairs_are_style_tab_sentence_lines_after_an_optional_header():
 def test_the_papers_table4_sentences_run_through_the_command(saved, tmp_path, capsys):
   """The ERG paper's Table 4 (ACM MM 2021), packaged beside the ERG code: the embedded classifier has romantic and
   humorous labels, so those two get a phrase; positive and negative are shaded with no phrase. Every row has the
-  classifier's scores and the head chosen on the stylized_scenes validation split."""
+  classifier's scores and one head, chosen here on 20 romantic validation sentences (the command's default, the
+  whole validation split, takes longer)."""
   sentences, styles = sp.read_pairs(TABLE4.read_text(encoding="utf-8"))
   assert styles == ["humorous", "romantic", "positive", "negative"]
   assert sentences[0] == "a boy wearing an orange coat winks at the camera suspiciously"
-  sp.main(["sp", f"--model={saved}", f"--pairs={TABLE4}", f"--output={tmp_path / 'out.jsonl'}",
-           f"--html={tmp_path / 'out.html'}"])
+  (tmp_path / "held.txt").write_text("\n".join(sc.stylized_scenes_sentences(1, 20)["romantic"]) + "\n")
+  sp.main(["sp", f"--model={saved}", f"--pairs={TABLE4}", f"--heldout={tmp_path / 'held.txt'}", "--style=romantic",
+           f"--output={tmp_path / 'out.jsonl'}", f"--html={tmp_path / 'out.html'}"])
   records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
   assert [(r["style"], r["sentence"]) for r in records] == list(zip(styles, sentences))
   assert [bool(r["spans"]) for r in records] == [True, True, False, False]
