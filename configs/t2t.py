@@ -3,7 +3,10 @@ r"""The paper's T2T captioner (Sharma et al. 2018): 6+6 layers, d=512, 8 heads, 
 Variants (`--config=configs/t2t.py:VARIANTS`, comma separated):
   (none) / 8x8   Conceptual Captions, Inception-ResNet-v2 features as an 8x8 grid (the paper's best model).
   1x1            one pooled feature vector instead of the grid.
-  shapes         the embedded synthetic scenes dataset and a small model that trains in ~10 min on a CPU.
+  shapes         the embedded synthetic scenes dataset and a small model that trains in ~10 min on a CPU;
+                 `domain=vivid` trains and scores on its second domain (`synthetic_scenes/vivid`: other backgrounds,
+                 sizes and caption style) instead of the plain one (`domain=plain`, the default): the cross-domain
+                 experiment in miniature.
   cc12m          CC12M's LLaVA-NeXT recaptions (`cc12m_llavanext/clean`), short captions by default.
   stylized       ERG's stylized captioner (Table 2): `shapes`' model on the embedded stylized_scenes, trained on the
                  stylized captions of one style (`style=romantic|humorous`, default romantic), alone or followed by
@@ -11,7 +14,8 @@ Variants (`--config=configs/t2t.py:VARIANTS`, comma separated):
                  style's test captions with BLEU-1/3, METEOR, CIDEr, and cls and ppl (`eval.style_model`,
                  `eval.style_lm`). `python -m capjax.erg.demo` runs both trainings and compares them.
   debug          local CPU debugging: tiny model, a few steps, NaN checks (combine with `shapes`).
-Plus `key=value` pairs: `steps=N`, `batch=N`, with cc12m `field=caption_llava_short|caption_llava|alt_text`, and with
+Plus `key=value` pairs: `steps=N`, `batch=N`, with shapes `domain=plain|vivid`, with cc12m
+`field=caption_llava_short|caption_llava|alt_text`, and with
 stylized `style=S`, `augmented=NAME` and `factual=N` (also train on N images' factual captions, style-conditioned).
 Any field can be overridden with `--config.field=value`.
 """
@@ -33,6 +37,8 @@ VARIANTS = ("8x8", "1x1", "shapes", "cc12m", "stylized", "debug")
 #       --field=caption_llava_short,caption_llava,alt_text    # tokens_p95 of each field
 CC12M_MAX_TOKENS = {"caption_llava_short": 32, "caption_llava": 160, "alt_text": 48}
 CC12M_HELD_OUT = 10_000  # CC12M is released as one split: its first 10,000 examples (TFDS order) are held out
+# shapes' domain=... -> the synthetic_scenes builder config ("" -> its default, the plain domain)
+SCENE_DOMAINS = {"plain": "", "vivid": "vivid"}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -141,8 +147,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     raise ValueError("choose one of the shapes, cc12m and stylized variants")
   if "field" in values and "cc12m" not in variants:
     raise ValueError("field=... chooses a caption field of the cc12m variant: add cc12m")
+  if "domain" in values and "shapes" not in variants:
+    raise ValueError("domain=... chooses a synthetic scenes domain of the shapes variant: add shapes")
   if "shapes" in variants:
     _shapes(c)
+    _scenes_domain(c, values.pop("domain", "plain"))
   if "cc12m" in variants:
     _cc12m(c, values.pop("field", "caption_llava_short"))
   stylized_values = {k for k in ("style", "augmented", "factual") if k in values}
@@ -192,6 +201,13 @@ def _shapes(c: ml_collections.ConfigDict) -> None:
   c.eval.num_examples = 500
   c.eval.gallery_size = 12
   c.decode.method = "greedy"  # the canonical wording is the most likely one: greedy finds it, 4x cheaper
+
+
+def _scenes_domain(c: ml_collections.ConfigDict, domain: str) -> None:
+  """synthetic_scenes' plain domain (its default config) or the vivid one (its `vivid` config)."""
+  if domain not in SCENE_DOMAINS:
+    raise ValueError(f"domain={domain}: synthetic_scenes has the domains {', '.join(SCENE_DOMAINS)}")
+  c.dataset.builder_config = SCENE_DOMAINS[domain]
 
 
 def _stylized(c: ml_collections.ConfigDict, style: str, augmented: str, factual: int) -> None:

@@ -291,7 +291,7 @@ def test_a_full_disk_ends_training_in_one_error_and_leaves_no_partial_checkpoint
   assert now[:len(kept)] == kept and len(now) <= len(kept) + 1
 
 
-def test_a_loss_that_is_not_finite_stops_the_run_before_its_state_is_saved(data_dir, tmp_path, monkeypatch):
+def test_a_loss_that_is_not_finite_stops_the_run_before_its_state_is_saved(data_dir, tmp_path, monkeypatch, caplog):
   real = train.loss_fn
 
   def diverging(model, params, batch, rng, label_smoothing, num_words):  # the loss of step 1 on is NaN
@@ -302,8 +302,14 @@ def test_a_loss_that_is_not_finite_stops_the_run_before_its_state_is_saved(data_
   config = _config(data_dir)
   config.update(num_train_steps=8, eval_every=1000, checkpoint_every=2, log_every=5)
   _scored_evaluations(monkeypatch)
-  with pytest.raises(train.DivergedError) as e:
+  monkeypatch.setattr(train, "PROGRESS_EVERY_S", 0.0)  # a console line at every step between log steps
+  with pytest.raises(train.DivergedError) as e, caplog.at_level(logging.INFO):
     train.train_and_evaluate(config, str(tmp_path))
+  # Between log steps the console still hears: the first step (with the compilation) at once, then the time-based
+  # lines; neither reads the loss, so the NaN is found where it always is, before the save of step 2.
+  assert "compiling the train step" in caplog.text
+  assert re.search(r"step 1/8  compiled the train step and ran it in [\d.]+ s\n", caplog.text), caplog.text
+  assert re.search(r"step 2/8  [\d.]+ examples/s  ETA \d:\d\d:\d\d\n", caplog.text), caplog.text
   assert str(e.value) == (
       "the training loss is nan at step 1: the run diverged, and no state after it is saved — train again in another "
       "--workdir with a lower --config.optimizer.learning_rate or with --config.optimizer.grad_clip_norm set "

@@ -300,3 +300,18 @@ def test_the_four_paper_models_train_resume_and_evaluate_on_features_over_a_data
   assert {"cider_d", "object_precision", "relation_accuracy"} <= set(result["metrics"])
   best = json.loads(pathlib.Path(result["outputs"]["metrics"]).read_text())
   assert best["split"] == "test" and best["examples"] == 64 and best["step"] in (2, 4)
+
+
+def test_blind_study_sheets_of_feature_models_show_the_source_picture_of_each_variant_record(
+    data_dir, extracted, tmp_path, capsys):
+  from capjax.metrics import human_eval
+  variant = tfds.builder_from_directory(os.fspath(extracted)).as_data_source(split="validation")
+  pixels = sources.prepare(_dataset_config(data_dir)).as_data_source(split="validation")
+  predictions = tmp_path / "p.json"
+  predictions.write_text(json.dumps([{"image_id": i, "caption": f"caption {i}"} for i in (3, 7)]))
+  assert human_eval.main(["human_eval", "sheets", f"--predictions=a={predictions}", "--features=irv2",
+                          "--images=synthetic_scenes/tiny:validation", f"--data_dir={data_dir}",
+                          f"--output={tmp_path / 'study'}", "--raters=1"]) == 0
+  page = (tmp_path / "study" / "rater_1.html").read_text()
+  for i in (3, 7):
+    assert human_eval.picture_uri(pixels[int(variant[i]["source_index"])]["image"]) in page

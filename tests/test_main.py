@@ -65,12 +65,14 @@ def trained(tmp_path_factory):
   data_dir, workdir = root / "data", root / "straight"
   proc = _run(_command(workdir, data_dir))
   assert proc.returncode == 0, proc.stderr[-3000:]
-  return data_dir, workdir, proc.stdout
+  return data_dir, workdir, proc.stdout + proc.stderr
 
 
 def test_training_reports_metrics_and_writes_outputs(trained):
-  _, workdir, stdout = trained
-  assert "test split: 64 images" in stdout and "cider_d" in stdout and "constant caption" in stdout
+  _, workdir, output = trained
+  assert "test split: 64 images" in output and "cider_d" in output and "constant caption" in output
+  assert "compiling the train step" in output  # and the first step is logged at once, before log_every's
+  assert re.search(r"step 1/30  compiled the train step and ran it in [\d.]+ s\n", output), output[-3000:]
   metrics_files = list((workdir / "eval").glob("test_step*/metrics.json"))
   assert len(metrics_files) == 1
   result = json.loads(metrics_files[0].read_text())
@@ -98,14 +100,18 @@ def test_eval_mode_scores_the_best_checkpoint(trained):
   assert list((workdir / "eval").glob("validation_step*/metrics.json"))
 
 
-def test_caption_mode_captions_files_and_reports_unreadable_ones(trained, tmp_path):
+def test_caption_mode_captions_files_reports_unreadable_ones_and_caches_its_programs(trained, tmp_path):
   data_dir, workdir, _ = trained
   rng = np.random.default_rng(0)
   for i in range(3):
     Image.fromarray(rng.integers(0, 256, (80, 80, 3), dtype=np.uint8)).save(tmp_path / f"img{i}.png")
   (tmp_path / "broken.png").write_bytes(b"not an image")
+  cached = set(os.listdir(workdir / "compilation_cache"))  # JAX's persistent cache is on by default
   proc = _run(_command(workdir, data_dir) + ["--mode=caption", f"--images={tmp_path}/*.png"])
   assert proc.returncode == 0, proc.stderr[-3000:]
+  # The training's final evaluation compiled the decoder caption mode runs (same shapes): the caption run loads it.
+  assert {name.split("-")[0] for name in cached} >= {"jit_train_step", "jit_decode"}
+  assert set(os.listdir(workdir / "compilation_cache")) >= cached
   result = json.loads((workdir / "captions.json").read_text())
   assert sorted(os.path.basename(p) for p in result["captions"]) == ["img0.png", "img1.png", "img2.png"]
   assert [os.path.basename(p) for p in result["failed"]] == ["broken.png"]

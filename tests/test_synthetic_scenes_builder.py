@@ -38,7 +38,9 @@ def test_builder_name_version_and_configs():
   assert builder.builder_config.name == "default"
   assert str(builder.version) == "1.0.0"
   assert {c.name: (c.num_train, c.num_validation, c.num_test) for c in builder.BUILDER_CONFIGS} == {
-      "default": (20_000, 1_000, 1_000), "tiny": (512, 64, 64)}
+      "default": (20_000, 1_000, 1_000), "tiny": (512, 64, 64), "vivid": (20_000, 1_000, 1_000),
+      "vivid_tiny": (512, 64, 64)}
+  assert {c.name: c.domain for c in builder.BUILDER_CONFIGS}["default"] == "plain"
   assert "Synthetic scenes" in builder.info.description
 
 

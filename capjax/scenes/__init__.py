@@ -1,5 +1,6 @@
 """The synthetic scenes dataset's generator: example i of a split drawn, rendered and captioned from its own
-seed. `sample` draws scenes, `render` paints them, `grammar` words them and parses captions back.
+seed, in one of two domains. `sample` draws scenes, `render` paints them, `grammar` words plain scenes and parses
+captions of both back, `vivid` words vivid scenes.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import dataclasses
 import numpy as np
 
 # Modules, not their functions: `capjax.scenes.render` stays the module whatever is imported first.
-from capjax.scenes import grammar, render, sample
+from capjax.scenes import grammar, render, sample, vivid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,14 +20,26 @@ class Example:
   captions: list[str]
 
 
-def make_example(seed: int, split_index: int, index: int, image_size: int = 64) -> Example:
-  """Example `index` of a split, drawn from `np.random.default_rng([seed, split_index, index])` alone: the
-  content of a split never depends on how its generation is sharded or ordered."""
-  rng = np.random.default_rng([seed, split_index, index])
-  scene = sample.sample_scene(rng)
-  return Example(scene, render.encode_png(render.render(scene, image_size)), grammar.captions(scene, rng))
+def rng_key(seed: int, split_index: int, index: int, domain: str = "plain") -> list[int]:
+  """The seed of one example: [seed, split_index, index] in the plain domain, the domain's index appended in the
+  others (so the same index draws unrelated scenes in two domains)."""
+  key = [seed, split_index, index]
+  return key if domain == "plain" else key + [sample.DOMAINS.index(domain)]
 
 
-def make_examples(seed: int, split_index: int, start: int, stop: int, image_size: int = 64) -> list[Example]:
+def make_example(seed: int, split_index: int, index: int, image_size: int = 64, domain: str = "plain") -> Example:
+  """Example `index` of a split of `domain` (one of `sample.DOMAINS`), drawn from
+  `np.random.default_rng(rng_key(...))` alone: the content of a split never depends on how its generation is
+  sharded or ordered."""
+  if domain not in sample.DOMAINS:
+    raise ValueError(f"unknown scene domain {domain!r}; expected one of {sample.DOMAINS}")
+  rng = np.random.default_rng(rng_key(seed, split_index, index, domain))
+  scene = sample.sample_scene(rng, domain=domain)
+  words = grammar.captions if domain == "plain" else vivid.captions
+  return Example(scene, render.encode_png(render.render(scene, image_size)), words(scene, rng))
+
+
+def make_examples(seed: int, split_index: int, start: int, stop: int, image_size: int = 64,
+                  domain: str = "plain") -> list[Example]:
   """Examples start .. stop - 1 of a split (one task of a process pool: this module imports no TensorFlow)."""
-  return [make_example(seed, split_index, index, image_size) for index in range(start, stop)]
+  return [make_example(seed, split_index, index, image_size, domain) for index in range(start, stop)]

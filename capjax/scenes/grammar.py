@@ -1,5 +1,6 @@
-"""Synthetic scenes as words: the caption templates (the canonical wording and its paraphrases) and the
-parser that reads such captions, generated or predicted, back into objects, relations and counts.
+"""Synthetic scenes as words: the plain domain's caption templates (the canonical wording and its paraphrases) and
+the parser that reads captions of either domain (`vivid` words the other), generated or predicted, back into objects,
+relations and counts.
 """
 
 from __future__ import annotations
@@ -9,14 +10,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from capjax.scenes.sample import (BELOW, COLOURS, INVERSE_RELATION, RELATIONS, RIGHT_OF, SHAPES, SIZES, Scene,
-                                  SceneObject, spatial_relation)
+from capjax.scenes.sample import (ABOVE, BELOW, COLOURS, INVERSE_RELATION, LEFT_OF, RELATIONS, RIGHT_OF, SHAPES,
+                                  SIZES, TINTS, Scene, SceneObject, spatial_relation)
 from capjax.strings import as_str
 
 PLURALS: dict[str, str] = {shape: shape + "s" for shape in SHAPES}
 NUMBERS: dict[str, int] = {"two": 2, "three": 3}
 
-# Every word the captions use, punctuation included (the parser also accepts "there are").
+# The vivid domain's wording of sizes and relations (capjax.scenes.vivid), which the parser reads as these.
+VIVID_SIZES: dict[str, str] = {"little": "small", "big": "large"}
+VIVID_RELATIONS: dict[str, str] = {LEFT_OF: "left of", RIGHT_OF: "right of", ABOVE: "over", BELOW: "under"}
+
+# Every word the plain captions use, punctuation included (the parser also accepts "there are").
 VOCABULARY: tuple[str, ...] = (
     "a", "an", "one", "two", "three", "the",
     *SIZES, *COLOURS, *SHAPES, *PLURALS.values(),
@@ -197,10 +202,18 @@ class ParsedCaption:
   spans: tuple[Span, ...]
 
 
+# Fillers state nothing the grounded metrics check: the vivid background phrases ("on a pink background", "pink
+# stripes with") included.
 _FILLERS: tuple[tuple[str, ...], ...] = (
-    ("an", "image", "of"), ("the", "picture", "shows"), ("there", "is"), ("there", "are"), ("and",), (",",))
-_RELATION_WORDS: tuple[tuple[tuple[str, ...], str], ...] = tuple(
-    (tuple(prefix) + tuple(relation.split()), relation) for relation in RELATIONS for prefix in (("is",), ()))
+    ("an", "image", "of"), ("the", "picture", "shows"), ("there", "is"), ("there", "are"), ("and",), (",",),
+    ("photo", "of"),
+    *((*prefix, tint, kind, *suffix) for tint in TINTS for prefix, kind, suffix in (
+        (("on", "a"), "background", ()), (("on",), "stripes", ()), (("a",), "background", ("with",)),
+        ((), "stripes", ("with",)))))
+_RELATION_WORDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    *((tuple(prefix) + tuple(relation.split()), relation) for relation in RELATIONS for prefix in (("is",), ())),
+    *((tuple(words.split()), relation) for relation, words in VIVID_RELATIONS.items()))
+_SIZE_OF_WORD: dict[str, str] = {**{s: s for s in SIZES}, **VIVID_SIZES}
 _SINGULAR_DETERMINERS = frozenset({"a", "an", "one", "the"})
 _SHAPE_OF_NOUN: dict[str, str] = {**{s: s for s in SHAPES}, **{p: s for s, p in PLURALS.items()}}
 _PUNCTUATION = ",;:.!?"
@@ -225,8 +238,8 @@ def _noun_phrase_at(tokens: Sequence[str], i: int) -> tuple[int, int, Mention] |
     count = NUMBERS.get(tokens[j], 1)
     j += 1
   size = colour = None
-  if j < len(tokens) and tokens[j] in SIZES:
-    size, j = tokens[j], j + 1
+  if j < len(tokens) and tokens[j] in _SIZE_OF_WORD:
+    size, j = _SIZE_OF_WORD[tokens[j]], j + 1
   if j < len(tokens) and tokens[j] in COLOURS:
     colour, j = tokens[j], j + 1
   if j < len(tokens) and tokens[j] in _SHAPE_OF_NOUN:
@@ -235,13 +248,14 @@ def _noun_phrase_at(tokens: Sequence[str], i: int) -> tuple[int, int, Mention] |
 
 
 def parse_caption(text: str | bytes) -> ParsedCaption:
-  """Reads a caption in the dataset's vocabulary back into mentioned objects, relations and counts.
+  """Reads a caption in either domain's vocabulary back into mentioned objects, relations and counts.
 
-  Noun phrases ("a small red circle", "the blue square", "two red circles") are objects; a count phrase
-  expands into that many objects and a count statement. A relation ("[is] to the left of", "above", ...)
-  binds the noun phrase right before it to the one right after it. "there is", "an image of", "the picture
-  shows", "," and "and" are fillers. Anything else, including a relation with no noun phrase on either side,
-  is kept as unparsed: the parser never fails.
+  Noun phrases ("a small red circle", "the blue square", "two red circles"; vivid "big red circle") are objects;
+  a count phrase expands into that many objects and a count statement. A relation ("[is] to the left of",
+  "above", ...; vivid "left of", "over", ...) binds the noun phrase right before it to the one right after it.
+  "there is", "an image of", "the picture shows", "," and "and" are fillers, and so are the vivid "photo of" and
+  background phrases ("on a pink background", "mint stripes with"). Anything else, including a relation with no
+  noun phrase on either side, is kept as unparsed: the parser never fails.
   """
   tokens = tokenize(as_str(text, errors="replace"))
   objects: list[Mention] = []

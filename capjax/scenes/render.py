@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 from PIL import Image, ImageDraw
 
-from capjax.scenes.sample import BOUNDING_RADIUS, COLOURS, SHAPES, Background, Scene, SceneObject
+from capjax.scenes.sample import COLOURS, RADII, SHAPES, Background, Scene, SceneObject
 
 _SUPERSAMPLE = 4  # shapes are drawn at 4x and box-filtered down: anti-aliased edges
 
@@ -26,6 +26,10 @@ def _background_pixels(background: Background, image_size: int) -> np.ndarray:
   elif background.kind == "noise":
     rng = np.random.default_rng(background.noise_seed)
     pixels += 6.0 * rng.standard_normal(pixels.shape, dtype=np.float32)
+  elif background.kind == "stripes":  # bands an eighth of the side wide, across `direction`
+    band = (np.arange(image_size) * 8 // image_size) % 2 == 1
+    mask = band[None, :] if background.direction == "horizontal" else band[:, None]
+    pixels[np.broadcast_to(mask, (image_size, image_size))] = background.rgb_end
   return pixels
 
 
@@ -43,12 +47,12 @@ def _outline(shape: str, cx: float, cy: float, r: float) -> list[tuple[float, fl
   raise ValueError(f"unknown shape {shape!r}; expected one of {SHAPES}")
 
 
-def _paint(pixels: np.ndarray, obj: SceneObject) -> None:
+def _paint(pixels: np.ndarray, obj: SceneObject, radius: float) -> None:
   """Blends the object into `pixels` (H, W, 3) float32 in place, with anti-aliased edges. Only the window
   around the object is drawn: it starts on a pixel boundary, so the box filter gives the same coverage as a
-  full-size mask would."""
+  full-size mask would. `radius`: of the object's bounding circle, a fraction of the side."""
   image_size = pixels.shape[0]
-  cx, cy, r = obj.x * image_size, obj.y * image_size, BOUNDING_RADIUS[obj.size] * image_size
+  cx, cy, r = obj.x * image_size, obj.y * image_size, radius * image_size
   x0, y0 = max(0, math.floor(cx - r) - 1), max(0, math.floor(cy - r) - 1)
   x1, y1 = min(image_size, math.ceil(cx + r) + 1), min(image_size, math.ceil(cy + r) + 1)
   mask = Image.new("L", ((x1 - x0) * _SUPERSAMPLE, (y1 - y0) * _SUPERSAMPLE), 0)
@@ -68,7 +72,7 @@ def render(scene: Scene, image_size: int = 64) -> np.ndarray:
   """The scene as an (image_size, image_size, 3) uint8 RGB image."""
   pixels = _background_pixels(scene.background, image_size)
   for obj in scene.objects:
-    _paint(pixels, obj)
+    _paint(pixels, obj, RADII[scene.domain][obj.size])
   return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)
 
 

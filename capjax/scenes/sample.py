@@ -1,5 +1,5 @@
 """Synthetic scenes as data: the shapes, colours and sizes, the layout rules, and the sampler that draws a
-random scene whose spatial relations are never a close call.
+random scene whose spatial relations are never a close call, in either domain (`DOMAINS`).
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -24,6 +24,21 @@ COLOURS: dict[str, tuple[int, int, int]] = {
 SIZES: tuple[str, ...] = ("small", "large")
 # Radius of the circle each shape is drawn inside, as a fraction of the image side (7 and 12 px at 64 px).
 BOUNDING_RADIUS: dict[str, float] = {"small": 7 / 64, "large": 12 / 64}
+
+# The scene distributions. "plain" is synthetic_scenes' own: near-grey backgrounds, the radii above, 1-3 objects
+# (20/40/40%). "vivid", the cross-domain one: pale tinted backgrounds (solid or striped), a wider gap between the
+# sizes (5 and 14 px at 64 px), fewer objects (1-3 at 1/3, 1/2, 1/6). Shapes and colours are the same in both.
+DOMAINS: tuple[str, ...] = ("plain", "vivid")
+RADII: dict[str, dict[str, float]] = {"plain": BOUNDING_RADIUS, "vivid": {"small": 5 / 64, "large": 14 / 64}}
+OBJECT_COUNTS: dict[str, tuple[int, ...]] = {"plain": (1, 2, 2, 3, 3), "vivid": (1, 1, 2, 2, 2, 3)}
+# The vivid backgrounds: pale tints, named in its captions ("on a pink background"); none is one of COLOURS.
+TINTS: dict[str, tuple[int, int, int]] = {
+    "pink": (248, 205, 218),
+    "mint": (200, 238, 212),
+    "peach": (250, 222, 196),
+    "lilac": (222, 208, 245),
+    "cream": (246, 240, 214),
+}
 
 LEFT_OF, RIGHT_OF, ABOVE, BELOW = "to the left of", "to the right of", "above", "below"
 RELATIONS: tuple[str, ...] = (LEFT_OF, RIGHT_OF, ABOVE, BELOW)
@@ -53,7 +68,8 @@ class SceneObject:
 
 @dataclasses.dataclass(frozen=True)
 class Background:
-  """A near-grey background: `kind` is solid, gradient or noise; `tone` is light or dark."""
+  """A background. plain: near-grey, `kind` solid, gradient or noise, `tone` light or dark. vivid: `kind` solid or
+  stripes (bands of rgb and rgb_end across `direction`), `tone` the name of its tint in TINTS."""
   kind: str
   tone: str
   rgb: tuple[int, int, int]
@@ -68,9 +84,11 @@ class Background:
 
 @dataclasses.dataclass(frozen=True)
 class Scene:
-  """What one image shows: its objects (in no particular order) and its background."""
+  """What one image shows: its objects (in no particular order) and its background; `domain` (one of DOMAINS)
+  gives the radius of each size (RADII)."""
   objects: tuple[SceneObject, ...]
   background: Background
+  domain: str = "plain"
 
 
 def spatial_relation(a: SceneObject, b: SceneObject) -> str:
@@ -81,18 +99,18 @@ def spatial_relation(a: SceneObject, b: SceneObject) -> str:
   return ABOVE if dy > 0 else BELOW
 
 
-def is_unambiguous_layout(objects: Sequence[SceneObject]) -> bool:
+def is_unambiguous_layout(objects: Sequence[SceneObject], radius: Mapping[str, float] = BOUNDING_RADIUS) -> bool:
   """The generator's layout rules: no overlap, a clear dominant axis per pair, and a clear left-to-right order
-  when there are three objects."""
+  when there are three objects (`radius`: a domain's RADII)."""
   for a, b in itertools.combinations(objects, 2):
     dx, dy = abs(b.x - a.x), abs(b.y - a.y)
-    if math.hypot(dx, dy) < BOUNDING_RADIUS[a.size] + BOUNDING_RADIUS[b.size] + OBJECT_GAP:
+    if math.hypot(dx, dy) < radius[a.size] + radius[b.size] + OBJECT_GAP:
       return False
     if abs(dx - dy) < RELATION_MARGIN:
       return False
     if len(objects) >= 3 and dx < ORDER_GAP:
       return False
-  return all(BOUNDING_RADIUS[o.size] + BORDER <= c <= 1 - BOUNDING_RADIUS[o.size] - BORDER
+  return all(radius[o.size] + BORDER <= c <= 1 - radius[o.size] - BORDER
              for o in objects for c in (o.x, o.y))
 
 
@@ -132,10 +150,21 @@ def _sample_background(rng: np.random.Generator) -> Background:
   return Background(kind, tone, rgb, rgb_end, direction, int(rng.integers(2**31)))
 
 
-def _place(rng: np.random.Generator, sizes: Sequence[str], candidates: int = 64) -> np.ndarray | None:
+def _sample_tinted_background(rng: np.random.Generator) -> Background:
+  """A vivid background: a tint (jittered a little), solid or with stripes 25 levels darker."""
+  kind = _pick(rng, ("solid", "solid", "solid", "stripes", "stripes"))
+  tint = _pick(rng, tuple(TINTS))
+  rgb = tuple(min(255, max(0, c + d)) for c, d in zip(TINTS[tint], rng.integers(-6, 7, size=3).tolist()))
+  rgb_end = tuple(c - 25 for c in rgb) if kind == "stripes" else rgb
+  direction = _pick(rng, ("horizontal", "vertical"))
+  return Background(kind, tint, rgb, rgb_end, direction, 0)
+
+
+def _place(rng: np.random.Generator, sizes: Sequence[str], radius: Mapping[str, float],
+           candidates: int = 64) -> np.ndarray | None:
   """Centres (n, 2) for objects of these sizes that obey the layout rules, or None if a batch of random
   candidates holds none. Candidates are drawn and checked in bulk: rejection one at a time is slow."""
-  radii = np.asarray([BOUNDING_RADIUS[s] for s in sizes])
+  radii = np.asarray([radius[s] for s in sizes])
   lo = (radii + BORDER)[None, :, None]
   xy = rng.uniform(lo, 1 - lo, size=(candidates, len(sizes), 2))
   ok = np.ones(candidates, bool)
@@ -148,20 +177,25 @@ def _place(rng: np.random.Generator, sizes: Sequence[str], candidates: int = 64)
   return xy[np.argmax(ok)] if ok.any() else None
 
 
-def sample_scene(rng: np.random.Generator, num_objects: int | None = None) -> Scene:
-  """A random scene whose layout satisfies `is_unambiguous_layout`; deterministic given the state of `rng`."""
+def sample_scene(rng: np.random.Generator, num_objects: int | None = None, domain: str = "plain") -> Scene:
+  """A random scene of `domain` whose layout satisfies `is_unambiguous_layout`; deterministic given the state of
+  `rng`."""
+  if domain not in DOMAINS:
+    raise ValueError(f"unknown scene domain {domain!r}; expected one of {DOMAINS}")
+  radius, counts = RADII[domain], OBJECT_COUNTS[domain]
   if num_objects is None:
-    num_objects = (1, 2, 2, 3, 3)[int(rng.integers(5))]
+    num_objects = counts[int(rng.integers(len(counts)))]
   if not 1 <= num_objects <= 3:
     raise ValueError(f"a scene holds one to three objects, not {num_objects}")
   while True:
     attributes = _sample_attributes(rng, num_objects)
-    centres = _place(rng, [size for _, _, size in attributes])
+    centres = _place(rng, [size for _, _, size in attributes], radius)
     if centres is None:
       continue
     objects = tuple(
         SceneObject(shape, colour, size, float(x), float(y))
         for (shape, colour, size), (x, y) in zip(attributes, centres))
-    if is_unambiguous_layout(objects):  # the same rules, checked once more in plain floats
-      return Scene(objects, _sample_background(rng))
+    if is_unambiguous_layout(objects, radius):  # the same rules, checked once more in plain floats
+      background = _sample_background(rng) if domain == "plain" else _sample_tinted_background(rng)
+      return Scene(objects, background, domain)
 
