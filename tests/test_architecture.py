@@ -191,3 +191,22 @@ def test_a_planted_cycle_or_import_of_a_command_fails(table, tmp_path, where, st
   root = _copy(tmp_path)
   line = _plant(root / where, statement)
   assert violations(root, table) == [expected.format(line=line)]
+
+
+def test_no_command_loads_tensorflow_orbax_or_grain_to_parse_its_flags():
+  # `--help` and a bad flag are answered before `main` does any work: the libraries of the work (TensorFlow through
+  # TFDS, orbax, grain: 7 s of imports) are imported inside it. One process imports every command.
+  import subprocess
+  import sys
+
+  sys.path.insert(0, str(REPO / "benchmarks"))
+  try:
+    import help_latency
+  finally:
+    sys.path.remove(str(REPO / "benchmarks"))
+  modules = help_latency.commands()
+  assert {"capjax.main", "capjax.data.build", "capjax.tools.sharding_report", "capjax.text.tagger"} <= set(modules)
+  code = (f"import sys\nfor m in {modules!r}: __import__(m)\n"
+          "print(sorted(h for h in ('tensorflow', 'orbax', 'grain') if h in sys.modules))")
+  heavy = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+  assert heavy.stdout.strip() == "[]", heavy.stdout

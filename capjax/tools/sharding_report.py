@@ -19,8 +19,7 @@ import jax
 import numpy as np
 from absl import flags
 
-from capjax import cli, config_util, sharding, train
-from capjax.data import sources
+from capjax import cli, config_util, sharding
 
 FLAGS = flags.FlagValues()
 _CONFIG = flags.DEFINE_string("config", None, "config file[:variants]", flag_values=FLAGS, required=True)
@@ -64,6 +63,11 @@ def _spec(spec: jax.sharding.PartitionSpec) -> str:
 def report(config, sizes: dict[str, int], rules_name: str, vocab_size: int, top: int, name: str = "") -> list[str]:
   """The report's lines for `config` (called `name`) on a mesh of axis `sizes` under the rules table `rules_name`."""
   rules = sharding.RULES[rules_name]
+  # Imported here: the trainer and the data registry bring TensorFlow, orbax and grain (7 s), which --help and a
+  # bad flag do without.
+  from capjax import train  # noqa: PLC0415
+  from capjax.data import sources  # noqa: PLC0415
+
   inputs = sources.input_spec(config)
   model, _, init_fn = train.state_init_fn(config, vocab_size, inputs)
   abstract = jax.eval_shape(init_fn, jax.random.key(0))
