@@ -56,7 +56,9 @@ chromium:
 	  echo "note: no Chromium on PATH: the browser tests skip — apt-get install chromium (as root) to run them"; \
 	fi
 
+# The linter first (seconds; pyproject.toml's [tool.ruff]), then the suite.
 test: $(STAMP) $(I2D_STAMP) chromium
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests
 
 clean:

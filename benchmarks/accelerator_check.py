@@ -89,7 +89,7 @@ def train_step_rate(sizes: Sizes, dtype: str, steps: int) -> tuple[float, float]
   mesh = sharding.make_mesh(c, jax.devices()[:1])
   setup = make_setup(c, sizes.vocab_size, mesh)
   state = setup.init(jax.random.key(0))
-  batch = sharding.host_to_global(train_step_speed._batch(c, sizes.vocab_size), mesh)  # noqa: SLF001
+  batch = sharding.host_to_global(train_step_speed._batch(c, sizes.vocab_size), mesh)
   step = setup.train_step.lower(state, batch).compile()
   holder = {"state": state}
 

@@ -36,8 +36,8 @@ IRV2_GFLOPS = 13.2  # multiply-adds x 2 of one 299 x 299 forward pass (6.6 G MAC
 
 def make_warc(path: pathlib.Path, pages: int, rng: random.Random) -> int:
   """A gzipped WARC of web-like pages: ~25 KB of markup, 20 <img> each (alt-texts empty, keywords, sentences)."""
-  from warcio.statusandheaders import StatusAndHeaders  # noqa: PLC0415
-  from warcio.warcwriter import WARCWriter  # noqa: PLC0415
+  from warcio.statusandheaders import StatusAndHeaders
+  from warcio.warcwriter import WARCWriter
   words = "a dog cat runs on the beach in park red car woman man sits bench near lake sunset photo image".split()
   with open(path, "wb") as f:
     writer = WARCWriter(f, gzip=True)
@@ -55,7 +55,7 @@ def make_warc(path: pathlib.Path, pages: int, rng: random.Random) -> int:
 
 
 def bench_harvest(pages: int) -> float:
-  from capjax.tools import harvest_alt_text as harvest  # noqa: PLC0415
+  from capjax.tools import harvest_alt_text as harvest
   with tempfile.TemporaryDirectory() as folder:
     warc = pathlib.Path(folder) / "crawl.warc.gz"
     make_warc(warc, pages, random.Random(0))
@@ -68,8 +68,8 @@ def bench_harvest(pages: int) -> float:
 
 def bench_images(n: int) -> tuple[float, dict[str, int]]:
   """Stage a over a web-like mix: 45% large JPEGs, 25% small, 10% PNG, 10% wide, 10% failed downloads."""
-  from capjax.image import filters  # noqa: PLC0415
-  from tfds_builders.alt_text_captions import make_dummy_data as dummy  # noqa: PLC0415
+  from capjax.image import filters
+  from tfds_builders.alt_text_captions import make_dummy_data as dummy
   rng = random.Random(1)
   pool = ([dummy.jpeg(i, 640, 480) for i in range(9)] + [dummy.jpeg(i, 800, 600) for i in range(9)]
           + [dummy.jpeg(i, 300, 200) for i in range(10)] + [dummy.png(500, 500)] * 4
@@ -86,9 +86,9 @@ def bench_images(n: int) -> tuple[float, dict[str, int]]:
 def bench_text(n: int) -> tuple[float, float]:
   """Stage b on alt-texts that passed stage a (the benchmark mix of text_pipeline_speed.py), and stage d."""
   sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-  import text_pipeline_speed  # noqa: PLC0415
-  from capjax.text import concepts  # noqa: PLC0415
-  from capjax.text.pipeline import TextPipeline  # noqa: PLC0415
+  import text_pipeline_speed
+  from capjax.text import concepts
+  from capjax.text.pipeline import TextPipeline
   cc3m = []
   if text_pipeline_speed.DEFAULT_CC3M.exists():
     with open(text_pipeline_speed.DEFAULT_CC3M, encoding="utf-8") as f:
@@ -110,10 +110,10 @@ def bench_text(n: int) -> tuple[float, float]:
 
 def bench_irv2(batches: int, batch: int = 8) -> float:
   """Images/s of the labeler's model on this CPU (wall clock, all cores XLA uses), random weights, after compile."""
-  import jax  # noqa: PLC0415
-  import flax.linen as nn  # noqa: PLC0415
-  import numpy as np  # noqa: PLC0415
-  from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415
+  import jax
+  import flax.linen as nn
+  import numpy as np
+  from capjax.models import inception_resnet_v2 as irv2
   model = irv2.InceptionResNetV2(num_classes=1000)
   rng = np.random.default_rng(0)
   abstract = nn.meta.unbox(irv2.abstract_variables(model))

@@ -131,7 +131,7 @@ def time_embed(texts: Sequence[str], config: bert_lib.BertConfig) -> list[tuple[
     ids, mask = padded_ids(len(texts), config.vocab_size)
     return [("embed", best_rate(lambda: forward(ids, mask), len(texts)), flops,
              f"random weights, {config.hidden_size} wide (tokenizing not timed: minilm extra not installed)")]
-  from capjax.tools import convert_weights  # noqa: PLC0415
+  from capjax.tools import convert_weights
   with tempfile.TemporaryDirectory() as tmp:
     convert_weights.convert_hf("hf_bert", source, tmp)
     embedder = embed_lib.Embedder.load(tmp)

@@ -44,7 +44,7 @@ def photo_like(seed: int, width: int = 640, height: int = 480) -> bytes:
 
 def write_manual_dir(root: pathlib.Path, n: int, per_shard: int) -> tuple[int, int]:
   """Train: n images; validation: n // 20 (TFDS refuses an empty split). Returns (images, total bytes)."""
-  from tfds_builders.cc3m import make_dummy_data as dummy  # noqa: PLC0415
+  from tfds_builders.cc3m import make_dummy_data as dummy
   root.mkdir(parents=True, exist_ok=True)
   count = total = 0
   for split, size, tsv in (("train", n, dummy.TRAIN_TSV), ("validation", max(1, n // 20), dummy.VALIDATION_TSV)):
@@ -67,9 +67,9 @@ def write_manual_dir(root: pathlib.Path, n: int, per_shard: int) -> tuple[int, i
 
 
 def build(manual: pathlib.Path, data_dir: pathlib.Path, beam_options=None) -> float:
-  import tensorflow_datasets as tfds  # noqa: PLC0415
+  import tensorflow_datasets as tfds
 
-  import tfds_builders.cc3m  # noqa: F401,PLC0415
+  import tfds_builders.cc3m  # noqa: F401
   builder = tfds.builder("cc3m", data_dir=data_dir)
   config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual), beam_options=beam_options)
   start = time.perf_counter()
@@ -82,7 +82,7 @@ def build(manual: pathlib.Path, data_dir: pathlib.Path, beam_options=None) -> fl
 
 def check_speed(manual: pathlib.Path, n: int) -> dict[str, float]:
   """Images/s of the JPEG check alone, on one core: 1/8-scale draft decode vs a full decode vs the header."""
-  from capjax.image import io as image_io  # noqa: PLC0415
+  from capjax.image import io as image_io
   images = [photo_like(i) for i in range(min(n, 200))]
   out = {}
   for name, fn in (("verify_jpeg (1/8 draft, whole stream)", image_io.verify_jpeg),
@@ -98,7 +98,7 @@ def check_speed(manual: pathlib.Path, n: int) -> dict[str, float]:
 
 def index_size(rows: int) -> tuple[int, int]:
   """(bytes held per row once built, peak traced bytes per row while building) for CC3M-like urls."""
-  from tfds_builders import img2dataset as i2d  # noqa: PLC0415
+  from tfds_builders import img2dataset as i2d
   with tempfile.TemporaryDirectory() as tmp:
     path = pathlib.Path(tmp) / "rows.tsv"
     rng = np.random.default_rng(0)
@@ -126,7 +126,7 @@ def main(argv) -> None:
           f"in {time.perf_counter() - start:.0f}s; {cores} cores here")
     results = [("plain (one process)", 1, build(manual, root / "plain"))]
     if _BEAM.value:
-      from apache_beam.options.pipeline_options import PipelineOptions  # noqa: PLC0415
+      from apache_beam.options.pipeline_options import PipelineOptions
       options = PipelineOptions(["--runner=DirectRunner", "--direct_num_workers=2",
                                  "--direct_running_mode=multi_processing"])
       results.append(("Beam DirectRunner, 2 workers", 2, build(manual, root / "beam", options)))

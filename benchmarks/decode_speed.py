@@ -8,8 +8,8 @@ paper's evaluation batch of 256.
 
 Validation share: training runs `eval_every` steps (each timed here at the config's batch size), then decodes
 `eval.num_examples` validation images with the config's search (beam 4 with the cache) at the cached rate measured
-here (greedy for configs that validate with it); the share is decoding time over both. Scoring the captions (CIDEr-D on 2,048 images) takes well under a
-second and is left out.
+here (greedy for configs that validate with it); the share is decoding time over both. Scoring the captions
+(CIDEr-D on 2,048 images) takes well under a second and is left out.
 """
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ def main(argv: Sequence[str]) -> None:
   header = "| variant | steps | ms/step | " + " | ".join(METRICS) + " |"
   print("\n" + header + "\n|" + "---|" * (len(METRICS) + 3))
   for name, sps, steps, _, m, _ in rows:
-    print(f"| {name} | {steps} | {sps * 1000:.0f} | " + " | ".join(f"{m.get(k, float('nan')):.3f}" for k in METRICS) + " |")
+    print(f"| {name} | {steps} | {sps * 1000:.0f} | "
+          + " | ".join(f"{m.get(k, float('nan')):.3f}" for k in METRICS) + " |")
   base = rows[0][5]
   print("| constant caption | – | – | " + " | ".join(f"{base.get(k, float('nan')):.3f}" for k in METRICS) + " |")
 

@@ -98,7 +98,7 @@ def main(argv: list[str]) -> None:
     out = subprocess.run([sys.executable, __file__, f"--path={path}", f"--gigabytes={_GIGABYTES.value}",
                           "--generate_only"], check=True, capture_output=True, text=True).stdout
     print(f"generated {path}: {json.loads(out)} in {time.time() - started:.0f}s", flush=True)
-  from tfds_builders.cc12m_llavanext import join  # noqa: PLC0415
+  from tfds_builders.cc12m_llavanext import join
   baseline = _peak_rss_mib()
   counts: collections.Counter = collections.Counter()
   uncompressed = 0

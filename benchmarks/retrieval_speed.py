@@ -61,7 +61,7 @@ def main(argv: Sequence[str]) -> None:
   backends = list(_BACKENDS.value)
   if "faiss" in backends:
     try:
-      import faiss  # noqa: F401, PLC0415 (optional)
+      import faiss  # noqa: F401 (optional)
     except ModuleNotFoundError:
       print("faiss: not installed (pip install -e '.[faiss]'): JAX only")
       backends.remove("faiss")
@@ -71,7 +71,7 @@ def main(argv: Sequence[str]) -> None:
   scale = (FULL_QUERIES / _QUERIES.value) * (FULL_BANK / _BANK.value)
   print(f"{_QUERIES.value:,} queries x {_BANK.value:,} bank rows, dim {_DIM.value}, top-{_K.value}; "
         f"{jax.device_count()} {jax.devices()[0].platform} device(s)")
-  print(f"| backend | s | queries/s | projected 1M x 100k |\n|---|---:|---:|---:|")
+  print("| backend | s | queries/s | projected 1M x 100k |\n|---|---:|---:|---:|")
   results = {}
   for backend in backends:
     seconds, results[backend] = (time_jax if backend == "jax" else time_faiss)(bank, queries, _K.value)

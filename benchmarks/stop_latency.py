@@ -90,7 +90,8 @@ def main(argv: list[str]) -> None:
   bounded, unbounded = (sorted(r[0] for r in results[a]) for a in (1, UNBOUNDED))
   step_time = sorted(r[2] for r in results[1])[len(results[1]) // 2]
   print(f"\n{_MODEL.value}: median stop latency {bounded[len(bounded) // 2]:.1f} s bounded (max_steps_ahead=1) vs "
-        f"{unbounded[len(unbounded) // 2]:.1f} s unbounded ({unbounded[len(unbounded) // 2] / bounded[len(bounded) // 2]:.1f}x); "
+        f"{unbounded[len(unbounded) // 2]:.1f} s unbounded "
+        f"({unbounded[len(unbounded) // 2] / bounded[len(bounded) // 2]:.1f}x); "
         f"one step takes {step_time:.2f} s")
 
 

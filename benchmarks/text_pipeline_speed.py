@@ -26,16 +26,19 @@ from capjax.text.pipeline import TextPipeline  # noqa: E402
 
 PAPER_CANDIDATES = 5_000_000_000
 
-FIRST = ["Harrison", "Emma", "James", "Olivia", "Michael", "Sophia", "David", "Laura", "Daniel", "Anna", "Peter", "Maria"]
+FIRST = ["Harrison", "Emma", "James", "Olivia", "Michael", "Sophia", "David", "Laura", "Daniel", "Anna", "Peter",
+         "Maria"]
 LAST = ["Ford", "Watson", "Miller", "Garcia", "Brown", "Jones", "Taylor", "Wilson", "Moore", "Clark", "Lewis", "Young"]
 PLACES = ["Paris", "London", "New York", "Franklin, Tennessee", "Chicago", "Tokyo", "Sydney", "Berlin", "Austin, Texas",
           "Rome", "Madrid", "Toronto"]
 ROLES = ["actor", "singer", "player", "designer", "artist", "president", "chef", "model"]
 EVENTS = ["the premiere", "the festival", "the gala", "the ceremony", "the match", "the concert", "the show"]
 DATES = ["on September 23, 2017", "in 2016", "on Monday", "on June 5", "in May 2018", ""]
-OBJECTS = ["dog", "cat", "car", "house", "bridge", "boat", "tree", "bicycle", "horse", "cake", "dress", "kitchen", "road"]
+OBJECTS = ["dog", "cat", "car", "house", "bridge", "boat", "tree", "bicycle", "horse", "cake", "dress", "kitchen",
+           "road"]
 ADJECTIVES = ["red", "old", "small", "beautiful", "white", "large", "wooden", "modern", "young", "happy"]
-SCENES = ["the park", "the beach", "the street", "a field", "the lake", "the garden", "the city", "a forest", "the snow"]
+SCENES = ["the park", "the beach", "the street", "a field", "the lake", "the garden", "the city", "a forest",
+          "the snow"]
 VERBS = ["stands", "sits", "walks", "runs", "rests", "waits", "plays", "lies"]
 KEYWORDS = ["beach", "sunset", "ocean", "waves", "sand", "summer", "fashion", "women", "dress", "travel", "food",
             "wedding", "flowers", "nature", "landscape", "business", "technology", "holiday", "vintage"]
@@ -45,8 +48,8 @@ LABELS = ["Home", "Logo", "Products", "Buy now", "Contact us", "Banner", "Menu",
           "Sale", "Cart", "Search", "Facebook", "Twitter icon", "Loading...", "spacer", "arrow"]
 FILES = ["IMG_{n}.JPG", "DSC0{n}.jpg", "photo-{n}.png", "https://example.com/images/{n}.jpg", "banner_{n}.gif",
          "untitled-{n}", "image", "thumbnail", "Embedded image permalink", "click to enlarge picture"]
-HOSTILE = ["😀😀😀 🎉", "&lt;b&gt;Sale&lt;/b&gt; &amp; more", "Ein Hund spielt im Park mit einem Ball", "\x00\x07\x1b[31m",
-           "Un chat dort sur le canapé de la maison", "WOW!!! AMAZING DEAL ON SHOES", "x" * 5000,
+HOSTILE = ["😀😀😀 🎉", "&lt;b&gt;Sale&lt;/b&gt; &amp; more", "Ein Hund spielt im Park mit einem Ball",
+           "\x00\x07\x1b[31m", "Un chat dort sur le canapé de la maison", "WOW!!! AMAZING DEAL ON SHOES", "x" * 5000,
            "Fucking awesome view of the beach", "Beautiful amazing wonderful happy love the best day ever"]
 
 

@@ -149,8 +149,8 @@ def t2t_flops_per_example(d: int = 512, ff: int = 2048, layers: int = 6, visual_
 def race_pytorch(batch_size: int, vocab_size: int, rounds: int) -> None:
   """capjax's and PyTorch's step on the same batch, alternately, after a compile and a warm-up step each."""
   try:
-    import torch  # noqa: PLC0415
-    import torch_reference  # noqa: PLC0415 (beside this file)
+    import torch
+    import torch_reference  # beside this file
   except ImportError:
     cli.fail("--vs=pytorch needs torch — pip install -e '.[bench]'")
   c = _config(MODELS["t2t8x8"], "features", batch_size, 299)

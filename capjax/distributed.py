@@ -28,7 +28,8 @@ def jax_detects_a_cluster() -> bool:
   `jax.distributed.initialize()` would find it without arguments (True when jax's detection cannot be asked)."""
   try:
     from jax._src import clusters  # noqa: PLC0415 (jax exposes its detection only here)
-    return any(not env.opt_in_only_method and env.is_env_present() for env in clusters.ClusterEnv._cluster_types)
+    return any(not env.opt_in_only_method and env.is_env_present()
+               for env in clusters.ClusterEnv._cluster_types)  # noqa: SLF001 (the list of jax's detectors)
   except (ImportError, AttributeError):
     return True
 

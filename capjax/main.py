@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
+from absl import flags, logging
+from ml_collections import config_flags
 
-from capjax import cli, config_util  # noqa: E402
+from capjax import cli, config_util
 
 FLAGS = flags.FlagValues()
 _CONFIG = config_flags.DEFINE_config_file("config", None, "config file[:variants], e.g. configs/t2t.py:shapes",

@@ -43,8 +43,8 @@ def cc3m_validation_tsv() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def irv2_weights(tmp_path_factory) -> pathlib.Path:
   """Random Inception-ResNet-v2 weights with the 1,000-class head, saved the way convert_weights saves them."""
-  from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415 (after XLA_FLAGS above)
-  from helpers import IRV2_NUM_CLASSES, random_irv2_variables  # noqa: PLC0415
+  from capjax.models import inception_resnet_v2 as irv2  # after XLA_FLAGS above
+  from helpers import IRV2_NUM_CLASSES, random_irv2_variables
   directory = tmp_path_factory.mktemp("weights") / "irv2"
   irv2.save_converted(directory, random_irv2_variables(), {"format": "test", "num_classes": IRV2_NUM_CLASSES})
   return directory

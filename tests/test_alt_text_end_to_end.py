@@ -94,7 +94,8 @@ def write_inputs(folder: pathlib.Path, host: str) -> None:
 def run(args, **kwargs):
   env = dict(os.environ, PYTHONPATH=os.fspath(REPO), no_proxy="127.0.0.1", NO_PROXY="127.0.0.1",
              NO_ALBUMENTATIONS_UPDATE="1")
-  env["XLA_FLAGS"] = helpers.FAST_COMPILE  # one CPU device, as a user's machine: the tests' 8 fake ones want batches of 8
+  # One CPU device, as a user's machine: the tests' 8 fake ones want batches of 8.
+  env["XLA_FLAGS"] = helpers.FAST_COMPILE
   env.pop("JAX_NUM_CPU_DEVICES", None)
   return subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO, timeout=600, **kwargs)
 

@@ -196,12 +196,12 @@ def test_a_planted_cycle_or_import_of_a_command_fails(table, tmp_path, where, st
 def test_no_command_loads_tensorflow_orbax_or_grain_to_parse_its_flags():
   # `--help` and a bad flag are answered before `main` does any work: the libraries of the work (TensorFlow through
   # TFDS, orbax, grain: 7 s of imports) are imported inside it. One process imports every command.
-  import subprocess  # noqa: PLC0415
-  import sys  # noqa: PLC0415
+  import subprocess
+  import sys
 
   sys.path.insert(0, str(REPO / "benchmarks"))
   try:
-    import help_latency  # noqa: PLC0415
+    import help_latency
   finally:
     sys.path.remove(str(REPO / "benchmarks"))
   modules = help_latency.commands()

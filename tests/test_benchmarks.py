@@ -77,7 +77,7 @@ def test_retrieval_speed_prints_both_backends_and_the_projection():
   rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
           if line.startswith("| jax") or line.startswith("| faiss")]
   try:
-    import faiss  # noqa: F401, PLC0415
+    import faiss  # noqa: F401
     assert [row[0] for row in rows] == ["jax", "faiss"]
     assert "same top-5 ids from both: 100.00% of queries" in proc.stdout
   except ModuleNotFoundError:

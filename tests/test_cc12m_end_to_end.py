@@ -72,7 +72,7 @@ VOCAB_ROWS, MAX_TOKENS = 64, 48
 
 @pytest.fixture(scope="module")
 def setup(data_dir):
-  from capjax import sharding, train  # noqa: PLC0415 (after conftest's XLA_FLAGS)
+  from capjax import sharding, train  # after conftest's XLA_FLAGS
   config = _config("caption_llava_short", data_dir)
   config.max_caption_tokens = MAX_TOKENS
   return train.make_setup(config, VOCAB_ROWS, sharding.make_mesh(config))
@@ -82,12 +82,12 @@ def setup(data_dir):
 def test_debug_model_trains_on_each_caption_field(field, data_dir, setup, tmp_path):
   """train_and_evaluate's steps (its input pipeline, vocabulary, model, train step and evaluation), without its
   checkpoints and output files, which tests/test_main.py covers."""
-  import jax  # noqa: PLC0415
-  import numpy as np  # noqa: PLC0415
+  import jax
+  import numpy as np
 
-  from capjax import evaluate, sharding, train  # noqa: PLC0415
-  from capjax.data import pipeline, sources  # noqa: PLC0415
-  from capjax.tokens import PAD_ID  # noqa: PLC0415
+  from capjax import evaluate, sharding, train
+  from capjax.data import pipeline, sources
+  from capjax.tokens import PAD_ID
   config = _config(field, data_dir)
   config.max_caption_tokens = MAX_TOKENS
   inputs = sources.input_spec(config)
@@ -121,7 +121,7 @@ def test_debug_model_trains_on_each_caption_field(field, data_dir, setup, tmp_pa
 
 
 def test_caption_field_must_name_a_caption_field(data_dir):
-  from capjax.data import sources  # noqa: PLC0415
+  from capjax.data import sources
   config = _config("alt_text", data_dir)
   fields = "alt_text, caption_llava, caption_llava_short"
   for field, message in (("", f"cc12m_llavanext has no `captions` field — choose the captions to train on with "
@@ -137,7 +137,7 @@ def test_caption_field_must_name_a_caption_field(data_dir):
 def test_the_configs_held_out_10000_on_a_smaller_dataset_is_one_error_naming_the_split_sizes(data_dir):
   """`train[10000:]` and `train[:10000]` (the paper's held-out examples) of a dataset of fewer examples: a
   ConfigError (one `error:` line) that says what fits, not TFDS's ValueError traceback."""
-  from capjax.data import sources  # noqa: PLC0415
+  from capjax.data import sources
   config = _config("caption_llava_short", data_dir)
   defaults = config_util.load("configs/t2t.py:cc12m").dataset
   size = tfds.builder("cc12m_llavanext/clean", data_dir=data_dir).info.splits["train"].num_examples

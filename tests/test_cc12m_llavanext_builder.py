@@ -128,7 +128,7 @@ def test_examples_join_on_key_keep_the_stored_bytes_and_carry_their_flags(built)
 
 
 def test_caption_statistics_per_field_after_a_build(built, capsys):
-  from capjax.text import stats  # noqa: PLC0415
+  from capjax.text import stats
   assert stats.main(["--dataset=cc12m_llavanext", "--split=train", f"--data_dir={built.data_dir_root}",
                      "--tokenizer=treebank", "--field=caption_llava,caption_llava_short,alt_text"]) == 0
   out = json.loads(capsys.readouterr().out)

@@ -209,8 +209,8 @@ def test_when_no_checkpoint_restores_nothing_is_moved_and_the_error_names_each(f
   assert not (workdir / "run.lock").exists()
 
 
-def test_an_emptied_vocabulary_is_built_again_a_cut_config_replaced_and_a_partial_save_removed(four_steps, data_dir, tmp_path,
-                                                                           monkeypatch, caplog):
+def test_an_emptied_vocabulary_is_built_again_a_cut_config_replaced_and_a_partial_save_removed(
+    four_steps, data_dir, tmp_path, monkeypatch, caplog):
   workdir = tmp_path / "w"
   shutil.copytree(four_steps[0], workdir)
   vocab = (workdir / "vocab.txt").read_text()

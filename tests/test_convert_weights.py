@@ -303,11 +303,11 @@ def test_random_format_writes_untrained_weights_shaped_like_the_models_init(tmp_
   assert (metadata["format"], metadata["num_classes"], metadata["seed"]) == ("random", 1000, 1)
   assert irv2.is_random(metadata) and "not trained" in metadata["note"]
   loaded = irv2.load_converted(output)
-  import flax.linen as nn  # noqa: PLC0415
+  import flax.linen as nn
   init = nn.meta.unbox(irv2.abstract_variables(irv2.InceptionResNetV2(num_classes=1000)))
   assert jax.tree_util.tree_structure(loaded) == jax.tree_util.tree_structure(init)
-  assert jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda a, b: (a.shape, a.dtype) == (b.shape, b.dtype),
-                                                          loaded, init)) == [True] * len(jax.tree_util.tree_leaves(init))
+  same = jax.tree_util.tree_map(lambda a, b: (a.shape, a.dtype) == (b.shape, b.dtype), loaded, init)
+  assert jax.tree_util.tree_leaves(same) == [True] * len(jax.tree_util.tree_leaves(init))
   assert metadata["num_params"] == irv2.count_params(loaded) == 55_873_736
   variances = loaded["batch_stats"]["Conv2d_1a_3x3"]["bn"]["var"]
   assert variances.min() >= 0.5 and variances.max() <= 2.0  # drawn, not zeros: the file holds the draws

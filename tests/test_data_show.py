@@ -32,7 +32,7 @@ def data_dir(tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def karpathy_dir(tmp_path_factory) -> pathlib.Path:
   """karpathy/flickr30k built from its dummy data."""
-  import tfds_builders.karpathy  # noqa: F401, PLC0415 (registers the builder)
+  import tfds_builders.karpathy  # noqa: F401 (registers the builder)
   directory = tmp_path_factory.mktemp("karpathy")
   tfds.builder("karpathy/flickr30k", data_dir=directory).download_and_prepare(
       file_format="array_record", download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(KARPATHY_DUMMY)))

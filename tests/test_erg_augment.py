@@ -45,7 +45,7 @@ def written(pieces, tmp_path_factory):
 
 
 def read(out_dir: pathlib.Path):
-  import tensorflow_datasets as tfds  # noqa: PLC0415
+  import tensorflow_datasets as tfds
   builder = tfds.builder_from_directory(out_dir)
   if builder.info.splits["train"].num_examples == 0:  # TFDS cannot open a data source over no records
     return builder, []
@@ -113,7 +113,7 @@ def test_the_job_writes_a_readable_dataset_with_the_funnel_in_its_metadata(writt
 
 def test_a_killed_job_resumes_at_the_first_missing_shard_and_writes_the_same_dataset(written, pieces, tmp_path):
   out_dir, counts = written
-  import shutil  # noqa: PLC0415
+  import shutil
   copy = tmp_path / "aug" / augment.VERSION
   shutil.copytree(out_dir, copy)
   shards = sorted(copy.glob("aug-train.array_record-*"))
@@ -169,9 +169,9 @@ def test_an_empty_stylized_set_is_a_clear_error(pieces, tmp_path, capsys):
 
 def write_text_only(out_dir: pathlib.Path, texts: list[str]) -> None:
   """A TFDS dataset `text_only` (one split, `train`) of records with `captions` and no image."""
-  import tensorflow_datasets as tfds  # noqa: PLC0415
-  from array_record.python import array_record_module  # noqa: PLC0415
-  from tensorflow_datasets.core import dataset_info, naming  # noqa: PLC0415
+  import tensorflow_datasets as tfds
+  from array_record.python import array_record_module
+  from tensorflow_datasets.core import dataset_info, naming
   out_dir.mkdir(parents=True)
   features = tfds.features.FeaturesDict({"captions": tfds.features.Sequence(tfds.features.Text())})
   template = naming.ShardedFileTemplate(data_dir=out_dir, dataset_name="text_only", split="train",
@@ -194,7 +194,7 @@ def test_a_factual_set_without_images_allows_only_t2t_and_the_job_trains_and_sav
     pieces, tmp_path, capsys):
   """Without --retriever the job trains its dual encoder, here on the stylized set's images (the factual set has
   none), and --save_retriever keeps it: the saved one gives the similarities the job wrote."""
-  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.erg import dual_encoder
   data_dir = pathlib.Path(pieces["data_dir"])
   texts = ["a small red circle to the left of a big blue square", "a big green triangle"] * 4
   write_text_only(data_dir / "text_only" / "1.0.0", texts)
@@ -223,7 +223,7 @@ def test_a_factual_set_without_images_allows_only_t2t_and_the_job_trains_and_sav
 
 
 def test_a_saved_retriever_embeds_exactly_as_the_trained_one(pieces):
-  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.erg import dual_encoder
   trained, loaded = pieces["retriever"], dual_encoder.load(pieces["retriever_dir"])
   _, source = augment.open_dataset("stylized_scenes/tiny", "factual[:8]", pieces["data_dir"], "--factual")
   images = np.stack([source[i]["image"] for i in range(8)])
@@ -237,9 +237,9 @@ def test_a_saved_retriever_embeds_exactly_as_the_trained_one(pieces):
 
 def test_a_retriever_that_is_missing_corrupt_or_for_other_images_is_one_line(pieces, tmp_path, capsys):
   """Each a copy of the session's saved retriever, changed: no compile, no training."""
-  import shutil  # noqa: PLC0415
-  import orbax.checkpoint as ocp  # noqa: PLC0415
-  from capjax.erg import dual_encoder  # noqa: PLC0415
+  import shutil
+  import orbax.checkpoint as ocp
+  from capjax.erg import dual_encoder
   job = ["--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", f"--style={STYLE}"]
 
   def copy(name: str) -> pathlib.Path:
@@ -281,9 +281,9 @@ def test_a_retriever_that_is_missing_corrupt_or_for_other_images_is_one_line(pie
 def test_a_text_encoder_becomes_the_locked_text_tower_and_is_saved_with_the_retriever(pieces, tmp_path, capsys):
   """--text_encoder (here the tiny BERT fixture, converted): the job trains the retriever around it, locked, and
   --save_retriever keeps the BERT tower with its vocab.txt; the saved one gives the similarities the job wrote."""
-  from capjax.erg import dual_encoder  # noqa: PLC0415
-  from capjax.text_models import checkpoint  # noqa: PLC0415
-  from capjax.tools import convert_weights  # noqa: PLC0415
+  from capjax.erg import dual_encoder
+  from capjax.text_models import checkpoint
+  from capjax.tools import convert_weights
   bert = tmp_path / "bert"
   convert_weights.convert_hf("hf_bert", pathlib.Path(__file__).parent / "fixtures" / "text_models" / "bert", bert)
   job = ["--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", f"--style={STYLE}"]

@@ -74,8 +74,8 @@ def tiny_run(tmp_path_factory, stylized_tiny_data_dir, style_classifier_dir, erg
   pieces = [f"--style_model={style_classifier_dir}", f"--generator={erg_generator_dir}",
             f"--retriever={erg_retriever[1]}"]
   capture = pytest.MonkeyPatch()
-  import io  # noqa: PLC0415
-  import sys  # noqa: PLC0415
+  import io
+  import sys
   out, err = io.StringIO(), io.StringIO()
   capture.setattr(sys, "stdout", out)
   capture.setattr(sys, "stderr", err)
@@ -107,8 +107,8 @@ def test_the_demo_prints_both_rows_the_deltas_and_last_the_json_of_both_rows(tin
   assert [line.split("]")[0] for line in err.splitlines() if re.match(r"\[\d/6\]", line)] == [
       f"[{i}/6" for i in range(1, 7)]
   for row in demo.ROWS:
-    assert [json.loads(line)["step"] for line in (workdir / "t2t" / row / "train_history.jsonl").read_text().splitlines()] \
-        == [2]
+    history = (workdir / "t2t" / row / "train_history.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in history] == [2]
   results = json.loads((workdir / demo.RESULTS).read_text())
   assert results["rows"] == last
   assert results["deltas"] == {k: last["augmented"][k] - last["original"][k] for k in demo.KEYS}
@@ -120,7 +120,7 @@ def test_the_demo_prints_both_rows_the_deltas_and_last_the_json_of_both_rows(tin
 
 
 def test_the_augmented_training_source_is_the_split_then_the_generated_pairs(tiny_run):
-  from capjax.data import sources  # noqa: PLC0415
+  from capjax.data import sources
   workdir, _, _ = tiny_run
   options = demo.Options(dataset_config="tiny", original_images=0, factual_captions=0)
   data_dir, lm = str(workdir / "data"), str(workdir / "lm_romantic.json")
@@ -143,13 +143,13 @@ def test_the_augmented_training_source_is_the_split_then_the_generated_pairs(tin
               if s == b"romantic"]
   assert first["captions"] == romantic and len(romantic) == 1
   assert augmented[0]["captions"] == romantic and set(augmented[0]) == {"image", "captions"}
-  import tensorflow_datasets as tfds  # noqa: PLC0415
+  import tensorflow_datasets as tfds
   written = tfds.builder_from_directory(str(workdir / "data" / "stylized_scenes_romantic_erg" / "1.0.0"))
   generated = written.as_data_source(split="train")[0]
   assert augmented[64]["captions"] == [generated["caption"].decode()]
   assert (augmented[64]["image"] == generated["image"]).all()
   with pytest.raises(IndexError):
-    augmented[64 + kept]  # noqa: B018
+    augmented[64 + kept]
   missing = demo.captioner_config(options, data_dir, "", lm, augmented="no_such_augmentation").dataset
   with pytest.raises(sources.DatasetNotBuiltError, match="python -m capjax.erg.augment --stylized=stylized_scenes"):
     sources.train_source(missing)
@@ -158,7 +158,7 @@ def test_the_augmented_training_source_is_the_split_then_the_generated_pairs(tin
 def test_a_captioner_run_of_another_config_is_refused_not_reported(tiny_run):
   """Rows are kept per captioner (WORKDIR/<captioner>/<row>), and a row's directory is reused only for the config
   that wrote it: fewer factual captions must not report the kept row as theirs."""
-  from capjax.config_util import ConfigError  # noqa: PLC0415
+  from capjax.config_util import ConfigError
   workdir, _, _ = tiny_run
   data_dir, lm = str(workdir / "data"), str(workdir / "lm_romantic.json")
   options = demo.Options(dataset_config="tiny", original_images=48, factual_captions=20, variants="debug", steps=2)
@@ -169,8 +169,8 @@ def test_a_captioner_run_of_another_config_is_refused_not_reported(tiny_run):
 
 
 def test_text_encoder_minilm_is_the_converted_extra_or_says_how_to_install_it(tmp_path, monkeypatch):
-  from capjax.erg import augment  # noqa: PLC0415
-  from capjax.text_models import checkpoint, minilm  # noqa: PLC0415
+  from capjax.erg import augment
+  from capjax.text_models import checkpoint, minilm
   assert demo._text_encoder("", tmp_path) == "" and demo._text_encoder("/some/dir", tmp_path) == "/some/dir"
   try:
     minilm.model_dir()

@@ -85,8 +85,8 @@ def test_top_p_sampling(generator, held_out):
 
 
 def test_nucleus_samples_only_the_nucleus_in_proportion():
-  import jax  # noqa: PLC0415
-  import jax.numpy as jnp  # noqa: PLC0415
+  import jax
+  import jax.numpy as jnp
   rows = 20_000
   probs = jnp.asarray([0.05, 0.5, 0.15, 0.3])  # nucleus at 0.7: 0.5 and 0.3 (0.8 before the third)
   fixed = generate.decode.StepFunctions(lambda x: x, lambda s, t, i: (jnp.tile(jnp.log(probs), (rows, 1)), s))
@@ -156,10 +156,10 @@ def test_command_bad_input(generator, tmp_path, capsys):
 def converted_gpt2(tmp_path_factory):
   """A converted GPT-2 directory as `convert_weights --format=hf_gpt2` writes it: a tiny random GPT-2 over a
   byte-level BPE with no merges (256 byte symbols and <|endoftext|>)."""
-  import jax  # noqa: PLC0415
-  import jax.numpy as jnp  # noqa: PLC0415
-  from flax import linen as nn  # noqa: PLC0415
-  from capjax.text_models import checkpoint, gpt2, tokenizers  # noqa: PLC0415
+  import jax
+  import jax.numpy as jnp
+  from flax import linen as nn
+  from capjax.text_models import checkpoint, gpt2, tokenizers
   root = tmp_path_factory.mktemp("gpt2")
   symbols = [tokenizers.bytes_to_unicode()[b] for b in range(256)]
   (root / "tok").mkdir()

@@ -155,7 +155,7 @@ def test_faiss_backend_rejects_what_the_jax_backend_rejects():
 
 
 def test_info_nce_is_log_batch_for_indistinct_pairs_and_near_zero_for_separated_ones():
-  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.erg import dual_encoder
   same = np.ones((8, 4)) / 2.0
   assert float(dual_encoder.info_nce(same, same, 10.0)) == pytest.approx(np.log(8), rel=1e-6)
   eye = np.eye(8)
@@ -163,7 +163,7 @@ def test_info_nce_is_log_batch_for_indistinct_pairs_and_near_zero_for_separated_
 
 
 def test_the_text_tower_ignores_what_the_mask_hides():
-  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.erg import dual_encoder
   tower = dual_encoder.TextTransformer(vocab_size=20, width=16, num_layers=1, num_heads=2, mlp_dim=32, max_len=6)
   ids = np.asarray([[5, 6, 7, 0, 0, 0], [5, 6, 7, 9, 9, 9]], np.int32)
   mask = np.asarray([[1, 1, 1, 0, 0, 0]] * 2, bool)
@@ -179,10 +179,10 @@ def test_the_text_tower_ignores_what_the_mask_hides():
 def scenes_pairs(tmp_path_factory):
   """stylized_scenes' factual split (1,024 images, four factual captions each) to train on, and its test split (64
   images) held out, at 32 x 32 pixels (2 x 2 means of the 64 x 64 renders: a quarter of the conv work)."""
-  import tensorflow_datasets as tfds  # noqa: PLC0415
-  import tfds_builders.stylized_scenes  # noqa: F401, PLC0415 (registers the builder)
-  from tfds_builders.stylized_scenes.stylized_scenes_dataset_builder import StylizedScenesConfig  # noqa: PLC0415
-  from capjax.strings import as_str  # noqa: PLC0415
+  import tensorflow_datasets as tfds
+  import tfds_builders.stylized_scenes  # noqa: F401 (registers the builder)
+  from tfds_builders.stylized_scenes.stylized_scenes_dataset_builder import StylizedScenesConfig
+  from capjax.strings import as_str
   config = StylizedScenesConfig(name="erg_retrieval", num_train=8, num_validation=8, num_test=64, num_factual=1024)
   builder = tfds.builder("stylized_scenes", config=config, data_dir=str(tmp_path_factory.mktemp("tfds")))
   builder.download_and_prepare(file_format="array_record")
@@ -196,8 +196,8 @@ def scenes_pairs(tmp_path_factory):
 
 
 def test_a_dual_encoder_trained_on_factual_pairs_retrieves_held_out_captions(scenes_pairs):
-  from capjax.data.vocab import build_vocabulary  # noqa: PLC0415
-  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.data.vocab import build_vocabulary
+  from capjax.erg import dual_encoder
   (images, captions), (test_images, test_captions) = scenes_pairs
   vocab = build_vocabulary((c for cs in captions for c in cs), min_count=1)
   model = dual_encoder.default_model(len(vocab), width=64, embed_dim=64, conv_widths=(16, 32, 64))
@@ -220,8 +220,8 @@ def test_a_dual_encoder_trained_on_factual_pairs_retrieves_held_out_captions(sce
 def test_the_feature_tower_learns_pairs_from_pooled_features():
   """The image tower on pre-extracted pooled features (as the IRv2 variants give): 24 images whose features are
   their caption's bag of words plus noise; after training, each image's own caption is its nearest text."""
-  from capjax.data.vocab import build_vocabulary  # noqa: PLC0415
-  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.data.vocab import build_vocabulary
+  from capjax.erg import dual_encoder
   rng = np.random.default_rng(0)
   words = ["red", "blue", "green", "circle", "square", "triangle", "small", "large"]
   captions = [f"a {words[6 + i % 2]} {words[i // 2 % 3]} {words[3 + i // 6 % 3]}" for i in range(24)]

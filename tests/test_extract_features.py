@@ -18,7 +18,8 @@ from helpers import IRV2_NUM_CLASSES
 from image_bytes import black_bilevel_png
 
 IMAGE_SIZE = 139  # 3×3 grid; fast on 2 CPU cores (299 gives 8×8, checked in test_inception_resnet_v2.py)
-NUM_CLASSES = IRV2_NUM_CLASSES  # with IMAGE_SIZE and batch size 2, the compiled encoder is shared with the Keras parity test
+# With IMAGE_SIZE and batch size 2, the compiled encoder is shared with the Keras parity test.
+NUM_CLASSES = IRV2_NUM_CLASSES
 
 
 @pytest.fixture(scope="module")

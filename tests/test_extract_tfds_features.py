@@ -211,15 +211,15 @@ def test_grey_and_rgba_pictures_become_rgb_and_other_shapes_are_skipped_with_the
   rgba = rng.integers(0, 256, (5, 7, 4), dtype=np.uint8)
   np.testing.assert_array_equal(etf.rgb(rgba), rgba[..., :3])
   source = [{"image": grey}, {"image": rgba[..., :2]}]
-  record, pixels, reason = etf._read(source, 0, "image", 9)  # noqa: SLF001
+  record, pixels, reason = etf._read(source, 0, "image", 9)
   assert record is source[0] and pixels.shape == (9, 9, 3) and reason == ""
-  assert etf._read(source, 1, "image", 9) == (  # noqa: SLF001
+  assert etf._read(source, 1, "image", 9) == (
       None, None, "ValueError: an image of shape (5, 7, 2) is neither grey, RGB nor RGBA")
 
 
 def test_the_1x1_models_read_the_pooled_vector_and_pixel_encoders_refuse_features(data_dir, extracted):
   del extracted
-  from capjax.data.vocab import build_vocabulary  # noqa: PLC0415
+  from capjax.data.vocab import build_vocabulary
   config = config_util.load("configs/t2t.py:1x1")
   assert (config.dataset.features, config.dataset.feature_key) == ("irv2", "pooled")
   config.dataset.update(name="synthetic_scenes", builder_config="tiny", data_dir=str(data_dir))
@@ -282,7 +282,7 @@ def test_the_four_paper_models_train_resume_and_evaluate_on_features_over_a_data
   """The paper configs (debug widths) on the feature variant, sharded (data=4, model=2) over 8 fake devices:
   2 steps, then a second run resumes from that checkpoint to step 4, and the test split is beam-searched."""
   del extracted
-  from capjax.train import train_and_evaluate  # noqa: PLC0415
+  from capjax.train import train_and_evaluate
   config = config_util.load(spec)
   assert config.model.encoder.name == "features" and config.decode.beam_size == 4
   # The paper configs score cc3m's validation split (it released no test split); synthetic_scenes has one.
@@ -304,7 +304,7 @@ def test_the_four_paper_models_train_resume_and_evaluate_on_features_over_a_data
 
 def test_blind_study_sheets_of_feature_models_show_the_source_picture_of_each_variant_record(
     data_dir, extracted, tmp_path, capsys):
-  from capjax.metrics import human_eval  # noqa: PLC0415
+  from capjax.metrics import human_eval
   variant = tfds.builder_from_directory(os.fspath(extracted)).as_data_source(split="validation")
   pixels = sources.prepare(_dataset_config(data_dir)).as_data_source(split="validation")
   predictions = tmp_path / "p.json"

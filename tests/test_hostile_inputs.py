@@ -325,7 +325,8 @@ MAIN_CASES = [
     train("test-split-holds-no-example", CONFIG, "--config.dataset.builder_config=tiny",
           "--config.dataset.data_dir={dd:test-split-emptied}", "--config.dataset.test_split=test",
           match="holds no example — choose another split (it has ['test', 'train', 'validation'])"),
-    train("dataset-shard-cut", CONFIG, "--config.dataset.builder_config=tiny", "--config.dataset.data_dir={dd:shard-cut}",
+    train("dataset-shard-cut", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:shard-cut}",
           match=f"{TRAIN_SHARD} holds 0 records, not the 512 of dataset_info.json: truncated or damaged — build it "
                 "again: `python -m capjax.data.build --dataset=synthetic_scenes/tiny"),
     train("dataset-info-cut", CONFIG, "--config.dataset.builder_config=tiny", "--config.dataset.data_dir={dd:info-cut}",
@@ -1306,7 +1307,7 @@ DEMO_CASES = [
     *not_flags(DEMO, W),
 ]
 
-# --- capjax.erg.generate and capjax.erg.augment: their files -------------------------------------------------------------------
+# --- capjax.erg.generate and capjax.erg.augment: their files ------------------------------------------------------
 # Every case stops before a model loads or a dataset is read: the paths are checked first.
 
 GEN = "--generator={t}/folder"  # no generator there: a case that got as far as loading it would say so
@@ -1349,10 +1350,10 @@ AUGMENT_FILE_CASES = [
     case(AUGMENT, "output-dataset-a-path", *AUG[:3], "--output_dataset=../escape", "--data_dir={t}/folder",
          match="is not a TFDS name"),]
 
-ALL_CASES = (MAIN_CASES + BUILD_CASES + SHOW_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
-             + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES
-             + SHARDING_REPORT_CASES + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES + GENERATE_CASES
-             + GENERATE_FILE_CASES + AUGMENT_CASES + AUGMENT_FILE_CASES + DEMO_CASES)
+ALL_CASES = (MAIN_CASES + BUILD_CASES + SHOW_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES
+             + HUMAN_EVAL_CASES + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES
+             + PARAM_COUNT_CASES + SHARDING_REPORT_CASES + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES
+             + GENERATE_CASES + GENERATE_FILE_CASES + AUGMENT_CASES + AUGMENT_FILE_CASES + DEMO_CASES)
 # Root writes through any file mode: there the cases of unreadable or unwritable files run in a pytest of their own
 # without the capabilities that allow it (test_file_mode_cases_without_root_s_capabilities).
 MODE_CASES = [c for c in ALL_CASES if c.values[0].chmod]

@@ -134,7 +134,7 @@ def test_each_rater_sheet_has_every_item_in_its_own_order_and_names_no_model():
   assert page.count('type="radio"') == 2 * len(items) and 'name="q1-r2"' in page and "-r1" not in page
   assert page.count("data:image/jpeg;base64,") == 2  # each picture once, however many captions it has
   assert '"ratings_rater_2.csv"' in page and page.count("<button") == 1
-  key = human_eval.study_key(items, 3, 0, "x:test", list(PREDICTIONS))
+  human_eval.study_key(items, 3, 0, "x:test", list(PREDICTIONS))
   for name in ('"a"', '"b"', '"c"', "models"):
     assert name not in page.split("<script>")[0], name
 

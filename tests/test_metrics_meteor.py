@@ -168,8 +168,8 @@ def test_command_line_scores_coco_files_with_a_newline_and_an_empty_caption(tmp_
 def test_an_evaluation_scores_the_model_and_the_constant_caption_with_one_jvm(raw_sets, monkeypatch):
   """capjax.evaluate's full scores of a split (the model's captions, then the constant caption's) share one METEOR
   process: each start loads the paraphrase tables (~6 s), and scoring a split takes well under a second."""
-  from capjax import evaluate as evaluate_lib  # noqa: PLC0415
-  from capjax.metrics import meteor as meteor_lib  # noqa: PLC0415
+  from capjax import evaluate as evaluate_lib
+  from capjax.metrics import meteor as meteor_lib
   starts = []
 
   class CountedMeteor(meteor_lib.Meteor):

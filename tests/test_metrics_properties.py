@@ -18,7 +18,8 @@ ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=30)
 WORDS = ["a", "A", "dog", "on", "the", "grass", ".", ",", "(", ")", "'s", "n't", "--", "ça", "狗", "\u00a0", "\u2028"]
 CAPTION = st.lists(st.one_of(st.sampled_from(WORDS), ANY_TEXT), max_size=12).map(" ".join)
 IMAGES = st.dictionaries(st.integers(0, 9), st.lists(CAPTION, min_size=1, max_size=3), min_size=1, max_size=4)
-REFS_AND_PREDS = IMAGES.flatmap(lambda refs: st.tuples(st.just(refs), st.fixed_dictionaries({i: CAPTION for i in refs})))
+REFS_AND_PREDS = IMAGES.flatmap(
+    lambda refs: st.tuples(st.just(refs), st.fixed_dictionaries({i: CAPTION for i in refs})))
 METRICS = ["Bleu", "ROUGE_L", "CIDEr"]
 
 

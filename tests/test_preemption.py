@@ -39,7 +39,7 @@ def test_the_first_signal_is_recorded_and_the_previous_handlers_come_back(signum
 def test_without_a_signal_the_block_changes_nothing():
   before = {s: signal.getsignal(s) for s in preemption.SIGNALS}
   with preemption.StopRequest() as stop:
-    assert all(signal.getsignal(s) == stop._handle for s in preemption.SIGNALS)  # noqa: SLF001
+    assert all(signal.getsignal(s) == stop._handle for s in preemption.SIGNALS)
   assert not stop.requested
   assert {s: signal.getsignal(s) for s in preemption.SIGNALS} == before
 

@@ -68,7 +68,7 @@ def test_the_extractor_recovers_the_planted_phrases(classifier):
   (start, end), = e.spans
   assert e.style_phrase == " ".join(words[start:end])
   assert e.content == " ".join(words[:start] + words[end:])
-  assert set(e.record()) == {"style", "sentence", "style_phrase", "content", "layer", "head", "spans"}
+  assert set(e.record()) == {"style", "sentence", "style_phrase", "content", "layer", "head", "spans", "scores"}
 
 
 def test_the_paper_epsilon_phrase_is_the_top_quarter_of_the_words(classifier):
@@ -187,6 +187,56 @@ def test_extraction_rows_match_the_input_lines_whatever_separators_a_sentence_ho
   assert [r["sentence"] for r in records] == lines
 
 
+TABLE4 = pathlib.Path(sp.__file__).parents[1] / "erg" / "table4.tsv"
+
+
+def test_pairs_are_style_tab_sentence_lines_after_an_optional_header():
+  assert sp.read_pairs("style\tsentence\nromantic\ta dog in love\nnegative\t a bad cat \n") == (
+      ["a dog in love", "a bad cat"], ["romantic", "negative"])
+  assert sp.read_pairs("humorous\ta dog\tjuggling\n") == (["a dog\tjuggling"], ["humorous"])
+  with pytest.raises(sc.StyleModelError, match="--pairs=p.tsv: line 2 is not STYLE<TAB>sentence"):
+    sp.read_pairs("style\tsentence\nromantic a dog\n", "p.tsv")
+  with pytest.raises(sc.StyleModelError, match="line 1: unknown style 'sarcastic' — choose one of romantic, "
+                     "humorous, positive, negative"):
+    sp.read_pairs("sarcastic\ta dog\n")
+  with pytest.raises(sc.StyleModelError, match="has no sentences"):
+    sp.read_pairs("style\tsentence\n")
+
+
+def test_the_papers_table4_sentences_run_through_the_command(saved, tmp_path, capsys):
+  """The ERG paper's Table 4 (ACM MM 2021), packaged beside the ERG code: the embedded classifier has romantic and
+  humorous labels, so those two get a phrase; positive and negative are shaded with no phrase. Every row has the
+  classifier's scores and one head, chosen here on 20 romantic validation sentences (the command's default, the
+  whole validation split, takes longer)."""
+  sentences, styles = sp.read_pairs(TABLE4.read_text(encoding="utf-8"))
+  assert styles == ["humorous", "romantic", "positive", "negative"]
+  assert sentences[0] == "a boy wearing an orange coat winks at the camera suspiciously"
+  (tmp_path / "held.txt").write_text("\n".join(sc.stylized_scenes_sentences(1, 20)["romantic"]) + "\n")
+  sp.main(["sp", f"--model={saved}", f"--pairs={TABLE4}", f"--heldout={tmp_path / 'held.txt'}", "--style=romantic",
+           f"--output={tmp_path / 'out.jsonl'}", f"--html={tmp_path / 'out.html'}"])
+  records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+  assert [(r["style"], r["sentence"]) for r in records] == list(zip(styles, sentences))
+  assert [bool(r["spans"]) for r in records] == [True, True, False, False]
+  assert [r["content"] for r in records[2:]] == sentences[2:]
+  assert all(set(r["scores"]) == {"factual", "humorous", "romantic"} for r in records)
+  assert all(abs(sum(r["scores"].values()) - 1) < 1e-3 for r in records)
+  assert len({(r["layer"], r["head"]) for r in records}) == 1
+  page = (tmp_path / "out.html").read_text()
+  assert page.count("<tr>") == 5 and page.count("text-decoration: underline") == sum(
+      e - s for r in records for s, e in r["spans"])
+  assert capsys.readouterr().out.startswith("wrote 4 style phrases (layer ")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--pairs={t}", "--sentences={t}"], "error: --pairs and --sentences are two ways to give sentences"),
+    (["--pairs={t}", "--heldout={t}"], "error: with --pairs, --heldout and --style go together"),
+])
+def test_pairs_flags_go_together(saved, tmp_path, capsys, argv, message):
+  code, out = _run(sp.main, ["sp", f"--model={saved}", f"--output={tmp_path / 'o.jsonl'}",
+                             *(a.format(t=TABLE4) for a in argv)], capsys)
+  assert code == 2 and out.err.startswith(message) and not (tmp_path / "o.jsonl").exists()
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--train=sarcastic={f}", "--output={d}/m"], "error: unknown style 'sarcastic' — choose from romantic, "
      "humorous, positive, negative, factual\n"),
@@ -208,8 +258,8 @@ def test_the_extraction_command_reports_a_directory_that_is_not_a_style_model(tm
 def test_training_from_a_converted_bert_uses_the_papers_settings(tmp_path, capsys):
   """--init: the converted checkpoint's config and vocabulary are kept, its weights fine-tuned, the paper's
   romantic/humorous settings (batch 32, 1e-5, 3 epochs) recorded."""
-  from capjax.text_models import checkpoint  # noqa: PLC0415
-  from capjax.tools import convert_weights as cw  # noqa: PLC0415
+  from capjax.text_models import checkpoint
+  from capjax.tools import convert_weights as cw
   cw.main(["convert_weights", "--format=hf_bert", f"--input={FIXTURES}", f"--output={tmp_path / 'bert'}"])
   (tmp_path / "rom.txt").write_text("\n".join(f"a dog {i} in love" for i in range(40)) + "\n")
   (tmp_path / "fact.txt").write_text("\n".join(f"a dog {i}" for i in range(40)) + "\n")

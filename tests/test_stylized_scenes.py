@@ -102,7 +102,7 @@ def test_the_tiny_build_reads_back_with_data_source(data_dir):
 
 def test_capjax_knows_the_builder_and_builds_it_on_first_use(tmp_path):
   assert sources.KNOWN_BUILDERS["stylized_scenes"][0] == "tfds_builders.stylized_scenes"
-  import ml_collections  # noqa: PLC0415
+  import ml_collections
 
   config = ml_collections.ConfigDict({"name": "stylized_scenes", "builder_config": "tiny", "data_dir": str(tmp_path),
                                       "auto_build": True, "features": ""})
@@ -112,11 +112,11 @@ def test_capjax_knows_the_builder_and_builds_it_on_first_use(tmp_path):
 def test_a_style_conditioned_training_source_tags_each_record_with_its_start_token(data_dir):
   """dataset.factual_split: the style's captions, then the factual split's, each record with the tag its captions
   start from; the training batches start each caption with that tag's id, and decoding starts from the style's."""
-  import ml_collections  # noqa: PLC0415
+  import ml_collections
 
-  from capjax import train  # noqa: PLC0415
-  from capjax.config_util import ConfigError  # noqa: PLC0415
-  from capjax.data import pipeline  # noqa: PLC0415
+  from capjax import train
+  from capjax.config_util import ConfigError
+  from capjax.data import pipeline
   config = ml_collections.ConfigDict({
       "seed": 0, "max_caption_tokens": 24, "batch_size": 200, "vocab": {"min_count": 1},
       "augment": {"crop": False, "crop_min_scale": 0.5, "color": False}, "input": {"num_threads": 1, "prefetch": 1},
@@ -132,7 +132,7 @@ def test_a_style_conditioned_training_source_tags_each_record_with_its_start_tok
   factual_5 = tfds.data_source("stylized_scenes/tiny", split="factual", data_dir=data_dir)[5]
   assert factual_record["captions"] == factual_5["captions"] and len(factual_record["captions"]) == 4
 
-  from capjax.data.vocab import build_vocabulary  # noqa: PLC0415
+  from capjax.data.vocab import build_vocabulary
   vocab = build_vocabulary(pipeline.split_captions(source), 1, train.start_tokens(config))
   assert vocab.words[4:6] == ("<ROMANTIC>", "<FACTUAL>") and train.decode_start(config, vocab) == 4
   batch = next(pipeline.train_iterator(config, source, vocab, "image"))

@@ -59,7 +59,8 @@ def test_annotation_layers_for_the_papers_example(annotator):
 
 
 def test_entity_spans_take_capitalized_modifiers_and_leave_dates_out(annotator):
-  a = annotator.annotate("A British Airways Airbus A319 aircraft takes off from Heathrow Airport on September 23, 2017.")
+  a = annotator.annotate(
+      "A British Airways Airbus A319 aircraft takes off from Heathrow Airport on September 23, 2017.")
   assert spans(a) == ["British Airways Airbus A319", "Heathrow Airport"]
   assert spans(annotator.annotate("The Bank of America building in Charlotte.")) == ["Bank of America", "Charlotte"]
 

@@ -61,7 +61,8 @@ def test_counts_and_measurement_units_are_dropped(run, text, caption):
 
 
 @pytest.mark.parametrize("text, caption", [
-    ("President Barack Obama waves to the crowd at the airport in 2012.", "president waves to the crowd at the airport ."),
+    ("President Barack Obama waves to the crowd at the airport in 2012.",
+     "president waves to the crowd at the airport ."),
     ("The crowd at the stadium on Monday afternoon.", "the crowd at the stadium ."),
     ("The parade on the street, September 2017.", "the parade on the street ."),
     ("A car parked in the street of New York on 23rd of June.", "a car parked in the street of city ."),
@@ -81,7 +82,8 @@ def test_place_phrases_are_dropped(run, text, caption):
 
 
 @pytest.mark.parametrize("text, caption", [
-    ("Tourists walk through the streets of Paris in the summer.", "tourists walk through the streets of city in the summer ."),
+    ("Tourists walk through the streets of Paris in the summer.",
+     "tourists walk through the streets of city in the summer ."),
     ("Elvis Presley on stage in front of a crowd", "rock star on stage in front of a crowd"),
     ("The view of the Thames from the top of the tower.", "the view of the river from the top of the tower ."),
     ("A view of the Golden Gate Bridge from the water.", "a view of the bridge from the water ."),
@@ -121,7 +123,8 @@ def test_coordinated_identical_hypernyms_merge_into_a_plural(run, text, caption)
 
 
 def test_proper_nouns_wordnet_knows_as_classes_stay_as_written(run):
-  assert run("A Christmas tree in the living room of the house.") == "a christmas tree in the living room of the house ."
+  assert run("A Christmas tree in the living room of the house.") == (
+      "a christmas tree in the living room of the house .")
 
 
 def test_punctuation_and_quotes_are_repaired(run):

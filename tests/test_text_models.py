@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from capjax import sharding
-from capjax.text_models import bert, checkpoint, gpt2, hf_import, minilm, tokenizers
+from capjax.text_models import checkpoint, hf_import, minilm, tokenizers
 from capjax.tools import convert_weights as cw
 import helpers
 
@@ -184,7 +184,7 @@ def minilm_dir() -> pathlib.Path:
 
 @pytest.fixture(scope="module")
 def minilm_embedder(tmp_path_factory):
-  from capjax.text_models import embed  # noqa: PLC0415
+  from capjax.text_models import embed
   source = minilm_dir()
   output = tmp_path_factory.mktemp("minilm")
   cw.convert_hf("hf_bert", source, output)

@@ -45,7 +45,8 @@ def test_a_workdir_that_cannot_be_created_is_refused_before_any_work(tmp_path):
 
 def test_a_read_only_workdir_is_refused_before_any_work(tmp_path):
   target = _unwritable_dir(tmp_path)
-  with pytest.raises(ConfigError, match=r"^--workdir=\S+ cannot be written \((Permission denied|Read-only file system)\) "
+  with pytest.raises(ConfigError, match=r"^--workdir=\S+ cannot be written "
+                     r"\((Permission denied|Read-only file system)\) "
                      r"— pass a --workdir "
                      "this user may write to, or make it writable$"):
     train.train_and_evaluate(_config(tmp_path), str(target))

@@ -19,8 +19,8 @@ RETRIEVER_PAIRS = 64
 
 def stylized_split_pairs(split: str, num: int) -> list:
   """generate.Pair of `num` images of stylized_scenes' `split`, as its builder writes them (phrase spans removed)."""
-  from capjax.erg import generate  # noqa: PLC0415
-  from tfds_builders.stylized_scenes.stylized_scenes_dataset_builder import (  # noqa: PLC0415
+  from capjax.erg import generate
+  from tfds_builders.stylized_scenes.stylized_scenes_dataset_builder import (
       StylizedScenesConfig, generate_split)
   config = StylizedScenesConfig(name="erg_generate", num_train=num, num_validation=1, num_test=num, num_factual=1)
   return generate.training_pairs(record for _, record in generate_split(config, split))
@@ -29,8 +29,8 @@ def stylized_split_pairs(split: str, num: int) -> list:
 @pytest.fixture(scope="session")
 def stylized_tiny_data_dir(tmp_path_factory) -> pathlib.Path:
   """A TFDS data dir holding the `stylized_scenes/tiny` build (ArrayRecord). Read it only: tests share it."""
-  import tensorflow_datasets as tfds  # noqa: PLC0415
-  import tfds_builders.stylized_scenes  # noqa: F401, PLC0415 (registers the builder)
+  import tensorflow_datasets as tfds
+  import tfds_builders.stylized_scenes  # noqa: F401 (registers the builder)
   directory = tmp_path_factory.mktemp("stylized_tiny")
   tfds.builder("stylized_scenes/tiny", data_dir=directory).download_and_prepare(file_format="array_record")
   return directory
@@ -39,7 +39,7 @@ def stylized_tiny_data_dir(tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def style_classifier():
   """A tiny BERT style classifier (factual/humorous/romantic) on 200 training images' sentences, default settings."""
-  from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+  from capjax.text_models import style_classifier as sc
   return sc.train(sc.stylized_scenes_sentences(0, 200))
 
 
@@ -52,14 +52,14 @@ def style_classifier_dir(style_classifier, tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def erg_generator():
   """A tiny GPT-2 from scratch (generate.SCRATCH) on stylized_scenes' training stylized captions."""
-  from capjax.erg import generate  # noqa: PLC0415
+  from capjax.erg import generate
   return generate.train(stylized_split_pairs("train", NUM_GENERATOR_TRAIN), generate.SCRATCH)
 
 
 @pytest.fixture(scope="session")
 def erg_generator_dir(erg_generator, tmp_path_factory) -> pathlib.Path:
   """`erg_generator` saved. Read it only: tests share it."""
-  from capjax.erg import generate  # noqa: PLC0415
+  from capjax.erg import generate
   return generate.save(erg_generator, tmp_path_factory.mktemp("generator") / "gen")
 
 
@@ -67,7 +67,7 @@ def erg_generator_dir(erg_generator, tmp_path_factory) -> pathlib.Path:
 def erg_retriever(stylized_tiny_data_dir, tmp_path_factory):
   """(encoder, directory): the dual encoder the augmentation job trains on `tiny`'s factual split (RETRIEVER_STEPS
   steps on RETRIEVER_PAIRS images, seed 0), and the directory it is saved in (for --retriever). Read it only."""
-  from capjax.erg import augment, dual_encoder  # noqa: PLC0415
+  from capjax.erg import augment, dual_encoder
   _, source = augment.open_dataset("stylized_scenes/tiny", "factual", str(stylized_tiny_data_dir), "--factual")
   encoder = augment.train_retriever(source, True, RETRIEVER_STEPS, RETRIEVER_PAIRS, 0, "--factual")
   directory = dual_encoder.save(encoder, tmp_path_factory.mktemp("retriever") / "retriever",

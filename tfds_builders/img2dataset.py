@@ -102,7 +102,7 @@ class TsvIndex:
   def __init__(self, path: str, labeled: bool):
     self.path, self.labeled = path, labeled
     # epath: the manual dir may be on GCS (Dataflow); a local file is memory-mapped, a remote one read by seeks.
-    self._file = epath.Path(path).open("rb")  # noqa: SIM115
+    self._file = epath.Path(path).open("rb")
     try:
       self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no file descriptor, or empty

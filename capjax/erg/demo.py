@@ -418,5 +418,5 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  from capjax import cli  # noqa: PLC0415
+  from capjax import cli
   cli.run(main)

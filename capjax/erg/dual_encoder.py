@@ -409,7 +409,7 @@ def load(directory: str | pathlib.Path) -> TrainedEncoder:
   try:
     with ocp.StandardCheckpointer() as checkpointer:
       params = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # noqa: BLE001 (orbax and tensorstore raise many types for a missing or foreign file)
+  except Exception as error:  # orbax and tensorstore raise many types for a missing or foreign file
     raise RetrieverError(f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes "
                          f"({type(error).__name__}) — {SAVE_HINT}") from error
   params = jax.tree.map(np.asarray, params)

@@ -451,7 +451,7 @@ def load(directory: str | pathlib.Path) -> Generator:
   try:
     with ocp.StandardCheckpointer() as checkpointer:
       params = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # noqa: BLE001 (orbax raises many types for a missing or foreign checkpoint)
+  except Exception as error:  # orbax raises many types for a missing or foreign checkpoint
     raise GeneratorError(f"{directory / VARIABLES_DIR} does not hold this generator's parameters "
                          f"({type(error).__name__}) — {TRAIN_HINT}") from error
   for got, want in zip(jax.tree.leaves(params), jax.tree.leaves(target)):
@@ -597,5 +597,5 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  from capjax import cli  # noqa: PLC0415
+  from capjax import cli
   cli.run(main)

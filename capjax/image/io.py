@@ -75,7 +75,7 @@ def _open(source: Source) -> Image.Image:
     return Image.open(source)  # over twice Pillow's pixel limit, it raises DecompressionBombError right here
   except MemoryError:
     raise
-  except Exception as e:  # noqa: BLE001: any malformed input is an ImageError (see _decode_error)
+  except Exception as e:  # any malformed input is an ImageError (see _decode_error)
     raise _decode_error(e) from e
 
 
@@ -108,7 +108,7 @@ def verify_jpeg(data: bytes, max_pixels: int = MAX_PIXELS) -> Header:
       image.load()
     except MemoryError:
       raise
-    except Exception as e:  # noqa: BLE001: any malformed input is an ImageError (see _decode_error)
+    except Exception as e:  # any malformed input is an ImageError (see _decode_error)
       raise _decode_error(e) from e
   return header
 
@@ -207,5 +207,5 @@ def load_rgb(source: Source, max_pixels: int = MAX_PIXELS) -> np.ndarray:
       return np.asarray(to_rgb(image), np.uint8)  # to_rgb decodes the pixels (after reading how they are stored)
     except MemoryError:
       raise
-    except Exception as e:  # noqa: BLE001: any malformed input is an ImageError (see _decode_error)
+    except Exception as e:  # any malformed input is an ImageError (see _decode_error)
       raise _decode_error(e) from e

@@ -390,7 +390,7 @@ def load_converted(directory: str | pathlib.Path) -> dict[str, Any]:
   try:
     with ocp.StandardCheckpointer() as checkpointer:
       restored = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # noqa: BLE001 (orbax and tensorstore raise many types for a missing, cut or foreign file)
+  except Exception as error:  # orbax and tensorstore raise many types for a missing, cut or foreign file
     raise WeightsError(f"{directory / VARIABLES_DIR} does not hold Inception-ResNet-v2 variables with "
                        f"{metadata['num_classes']} classes ({type(error).__name__}: {str(error)[:200]}) — convert the "
                        "weights again with `python -m capjax.tools.convert_weights`") from error

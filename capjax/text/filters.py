@@ -11,7 +11,7 @@ import enum
 import functools
 import re
 import string
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from capjax.text import resources
@@ -154,7 +154,8 @@ def _after_sentence_end(a: Annotation, i: int) -> bool:
   return i > 0 and a.tokens[i - 1] in (".", "!", "?", ":", ";", "``", "(", "-", "--", "|", "...")
 
 
-def repetition(a: Annotation, max_ratio: float, max_content_repeats: int, closed_class: frozenset[str]) -> Reason | None:
+def repetition(a: Annotation, max_ratio: float, max_content_repeats: int,
+               closed_class: frozenset[str]) -> Reason | None:
   """Few repeated content words (function words such as "the" repeat in any sentence).
 
   Fails when 1 - distinct/total over lowercased content words exceeds `max_ratio`, or when one content

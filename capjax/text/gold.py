@@ -100,7 +100,7 @@ def load(path: str | None = None) -> list[GoldRow]:
 
 def score(rows: Sequence[GoldRow], pipeline=None) -> Score:
   """Runs each alt-text through `pipeline` (a `TextPipeline`; default configuration when None) and compares."""
-  from capjax.text.pipeline import Funnel, TextPipeline
+  from capjax.text.pipeline import Funnel, TextPipeline  # noqa: PLC0415 (the pipeline loads only to score)
 
   if pipeline is None:
     pipeline = TextPipeline()

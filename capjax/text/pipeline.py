@@ -154,7 +154,8 @@ class TextPipeline:
     return Record(id_, alt_text, True, None, result.caption, result.concepts)
 
 
-def prune_records(records: Iterable[Record], counts: dict[str, int], min_count: int, funnel: Funnel) -> Iterator[Record]:
+def prune_records(records: Iterable[Record], counts: dict[str, int], min_count: int,
+                  funnel: Funnel) -> Iterator[Record]:
   """Drops kept records whose concepts are rare in `counts`; others pass unchanged."""
   for record in records:
     if record.kept:

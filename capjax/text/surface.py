@@ -28,7 +28,7 @@ class Piece:
 
 @functools.cache
 def _inflect() -> Any:
-  import inflect
+  import inflect  # noqa: PLC0415 (on first use: inflect loads slowly)
 
   return inflect.engine()
 

@@ -103,7 +103,7 @@ def load(directory: str | pathlib.Path, kind: str | None = None) -> TextModel:
   try:
     with ocp.StandardCheckpointer() as checkpointer:
       params = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # noqa: BLE001 (orbax and tensorstore raise many types for a missing, cut or foreign file)
+  except Exception as error:  # orbax and tensorstore raise many types for a missing, cut or foreign file
     raise WeightsError(f"{directory / VARIABLES_DIR} does not hold the parameters {directory / CONFIG_FILE} describes "
                        f"({type(error).__name__}: {' '.join(str(error).split())[:200]}) — {CONVERT}") from error
   # orbax restores a stored array whole even when the target's shape differs: compare them here.

@@ -200,7 +200,7 @@ class StyleClassifier:
     except (checkpoint.WeightsError, tokenizers.TokenizerError, StyleModelError) as error:
       raise StyleModelError(f"{directory} is not a whole style classifier ({str(error).split(' — ')[0]}) — "
                             f"{train}") from error
-    except Exception as error:  # noqa: BLE001 (orbax raises many types for a missing or foreign head)
+    except Exception as error:  # orbax raises many types for a missing or foreign head
       raise StyleModelError(f"{directory / HEAD_DIR} is not a classifier head ({type(error).__name__}) — {train}") \
           from error
     settings = Settings(**meta["settings"]) if isinstance(meta.get("settings"), dict) else None
@@ -240,7 +240,7 @@ def train(data: Mapping[str, Sequence[str]], init: str | os.PathLike[str] | chec
   tokenizer = tokenizers.WordPiece(tokenizer_dir / "vocab.txt", config.do_lower_case)
   classifier = StyleClassifier(config, {}, labels, tokenizer, settings)
   classifier.tokenizer_dir = tokenizer_dir
-  classifier._tmp = tmp  # the random model's vocab.txt lives until the classifier is saved and dropped
+  classifier.temporary_vocab = tmp  # the random model's vocab.txt lives until the classifier is saved and dropped
   ids, mask = classifier.encode(sentences)
   key = jax.random.key(settings.seed)
   # Jitted: one compile instead of one per operation (Flax init op by op took ~14 s on two cores).

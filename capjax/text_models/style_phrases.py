@@ -1,12 +1,17 @@
 """The ERG paper's style-phrase extractor (its section 3.1) over a fine-tuned `style_classifier`.
 
 usage: python -m capjax.text_models.style_phrases --model=DIR --output=OUT.jsonl [--html=OUT.html]
-         [--sentences=FILE --style=STYLE [--heldout=FILE]] [--epsilon=0.25] [--phrase=minimal|epsilon]
-Without --sentences it extracts from the embedded `stylized_scenes` test split (both styles) and chooses the head
-on its validation split. With --sentences (one UTF-8 sentence per line, all of --style) the head is chosen on
---heldout (default: the sentences themselves). Each JSONL line: style, sentence, style_phrase, content (the sentence
-without the phrase), layer, head (0-based), spans ([start, end) word indices of the phrase). --html writes the
-chosen head's [CLS] attention over each sentence's words, shaded, like the paper's Table 4.
+         [--sentences=FILE --style=STYLE [--heldout=FILE] | --pairs=FILE.tsv [--heldout=FILE --style=STYLE]]
+         [--epsilon=0.25] [--phrase=minimal|epsilon]
+Without --sentences or --pairs it extracts from the embedded `stylized_scenes` test split (both styles) and chooses
+the head on its validation split. With --sentences (one UTF-8 sentence per line, all of --style) the head is chosen
+on --heldout (default: the sentences themselves). With --pairs (a UTF-8 TSV, `STYLE<TAB>sentence` a line, a first
+line `style<TAB>sentence` read as a header; each line its own style) the head is chosen on --heldout of --style, or
+by default on the `stylized_scenes` validation split (the embedded classifier's own); a sentence of a style the
+classifier has no label for is shaded under that head with no phrase. Each JSONL line: style, sentence,
+style_phrase, content (the sentence without the phrase), layer, head (0-based), spans ([start, end) word indices of
+the phrase), scores (the classifier's probability of each label for the whole sentence). --html writes the chosen
+head's [CLS] attention over each sentence's words, shaded, like the paper's Table 4, with the scores.
 
 The method: a word's importance under layer l, head h is the [CLS] row of that head's attention summed over the
 word's WordPiece pieces ([CLS] and [SEP] ignored). For every (l, h), the top-ε words (ε·n rounded, at least one) are
@@ -51,6 +56,7 @@ class Extraction:
   layer: int
   head: int
   weights: list[float]           # the chosen head's [CLS] attention on each word
+  scores: dict[str, float] = dataclasses.field(default_factory=dict)  # label -> probability, whole sentence
 
   @property
   def phrase_words(self) -> list[int]:
@@ -67,7 +73,8 @@ class Extraction:
 
   def record(self) -> dict[str, object]:
     return {"style": self.style, "sentence": self.sentence, "style_phrase": self.style_phrase,
-            "content": self.content, "layer": self.layer, "head": self.head, "spans": [list(s) for s in self.spans]}
+            "content": self.content, "layer": self.layer, "head": self.head, "spans": [list(s) for s in self.spans],
+            "scores": self.scores}
 
 
 def spans(indices: Sequence[int]) -> list[tuple[int, int]]:
@@ -97,10 +104,10 @@ class Extractor:
     self.head: tuple[int, int] | None = None
     self.head_drops: np.ndarray | None = None  # (layers, heads): mean drop of the style's probability
 
-  def _check(self, sentences: Sequence[str], styles: Sequence[str]) -> list[list[str]]:
+  def _check(self, sentences: Sequence[str], styles: Sequence[str], any_style: bool = False) -> list[list[str]]:
     if not sentences:
       raise sc.StyleModelError("no sentences — give at least one stylized sentence")
-    for style in set(styles):
+    for style in set(styles) if not any_style else ():
       if style not in self.classifier.labels or style == sc.FACTUAL:
         raise sc.StyleModelError(f"unknown style {style!r} for this classifier — choose one of "
                                  f"{', '.join(s for s in self.classifier.labels if s != sc.FACTUAL)}")
@@ -166,13 +173,28 @@ class Extractor:
       raise ValueError("no head chosen yet — call choose_head on held-out sentences first")
     layer, head = self.head
     words = self._check(sentences, styles)
-    _, weights = self.importances(words)
+    probs, weights = self.importances(words)
     ranks = [np.argsort(-w[layer, head], kind="stable") for w in weights]
     counts = [top_count(len(ws), self.epsilon) for ws in words]
     if self.phrase == "minimal":
       counts = self._minimal_counts(words, styles, ranks, counts)
-    return [Extraction(style, sentence, list(ws), spans(rank[:k].tolist()), layer, head, w[layer, head].tolist())
-            for style, sentence, ws, rank, k, w in zip(styles, sentences, words, ranks, counts, weights)]
+    return [Extraction(style, sentence, list(ws), spans(rank[:k].tolist()), layer, head, w[layer, head].tolist(),
+                       self._scores(p))
+            for style, sentence, ws, rank, k, w, p in zip(styles, sentences, words, ranks, counts, weights, probs)]
+
+  def shade(self, sentences: Sequence[str], styles: Sequence[str]) -> list[Extraction]:
+    """The chosen head's weights and the classifier's scores of sentences of any style (one it has no label for
+    too), with no phrase: the extraction needs the classifier to know the style."""
+    if self.head is None:
+      raise ValueError("no head chosen yet — call choose_head on held-out sentences first")
+    layer, head = self.head
+    words = self._check(sentences, styles, any_style=True)
+    probs, weights = self.importances(words)
+    return [Extraction(style, sentence, list(ws), [], layer, head, w[layer, head].tolist(), self._scores(p))
+            for style, sentence, ws, w, p in zip(styles, sentences, words, weights, probs)]
+
+  def _scores(self, probs: np.ndarray) -> dict[str, float]:
+    return {label: round(float(p), 4) for label, p in zip(self.classifier.labels, probs)}
 
   def _minimal_counts(self, words, styles, ranks, fallback) -> list[int]:
     """Per sentence, the number of words deleted one at a time, each the chosen head's top word of what remains
@@ -215,12 +237,14 @@ def heatmap_html(extractions: Sequence[Extraction], title: str = "Style phrases"
     cells = " ".join(
         f'<span style="background: rgba(220, 40, 40, {w / top:.3f}){underline if i in phrase else ""}"'
         f' title="{w:.4f}">{html.escape(word)}</span>' for i, (word, w) in enumerate(zip(e.words, e.weights)))
+    scores = ", ".join(f"{label} {p:.2f}" for label, p in e.scores.items())
     rows.append(f"<tr><td>{html.escape(e.style)}</td><td>{cells}</td><td>{html.escape(e.style_phrase)}</td>"
-                f"<td>{e.layer}, {e.head}</td></tr>")
+                f"<td>{e.layer}, {e.head}</td><td>{html.escape(scores)}</td></tr>")
   return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html.escape(title) + "</title></head><body>"
           f"<h1>{html.escape(title)}</h1><p>The [CLS] attention of the chosen head (layer, head; 0-based) on each "
-          "word, darker for more; the extracted style phrase is underlined.</p>\n<table border=\"1\" "
-          "cellpadding=\"4\"><tr><th>style</th><th>sentence</th><th>style phrase</th><th>layer, head</th></tr>\n"
+          "word, darker for more; the extracted style phrase is underlined; the classifier's scores of the whole "
+          "sentence.</p>\n<table border=\"1\" cellpadding=\"4\"><tr><th>style</th><th>sentence</th>"
+          "<th>style phrase</th><th>layer, head</th><th>scores</th></tr>\n"
           + "\n".join(rows) + "\n</table></body></html>\n")
 
 
@@ -242,9 +266,12 @@ _OUTPUT = flags.DEFINE_string("output", None, "JSONL file to write", flag_values
 _HTML = flags.DEFINE_string("html", "", "HTML heatmap page to write", flag_values=FLAGS)
 _SENTENCES = flags.DEFINE_string("sentences", "", "stylized sentences, one per line (default: stylized_scenes test)",
                                  flag_values=FLAGS)
-_STYLE = flags.DEFINE_string("style", "", "the style of --sentences", flag_values=FLAGS)
-_HELDOUT = flags.DEFINE_string("heldout", "", "sentences of --style to choose the head on (default: --sentences)",
-                               flag_values=FLAGS)
+_STYLE = flags.DEFINE_string("style", "", "the style of --sentences (or of --heldout with --pairs)",
+                             flag_values=FLAGS)
+_PAIRS = flags.DEFINE_string("pairs", "", "a TSV of STYLE<TAB>sentence lines, each its own style (instead of "
+                             "--sentences)", flag_values=FLAGS)
+_HELDOUT = flags.DEFINE_string("heldout", "", "sentences of --style to choose the head on (default: --sentences; "
+                               "with --pairs, the stylized_scenes validation split)", flag_values=FLAGS)
 _EPS = flags.DEFINE_float("epsilon", EPSILON, "the share of words deleted per head", flag_values=FLAGS)
 _PHRASE = flags.DEFINE_enum("phrase", "minimal", PHRASE_MODES, "how many top words make the phrase",
                             flag_values=FLAGS)
@@ -259,22 +286,69 @@ def _lines(path: str, flag: str) -> list[str]:
   return lines
 
 
+def read_pairs(text: str, path: str = "", flag: str = "--pairs") -> tuple[list[str], list[str]]:
+  """(sentences, styles) of a TSV's `STYLE<TAB>sentence` lines; a first line `style<TAB>sentence` is a header."""
+  lines = split_lines(text)
+  first = 1 if lines and lines[0].strip().lower().split("\t") == ["style", "sentence"] else 0
+  sentences, styles = [], []
+  for number, line in enumerate(lines[first:], first + 1):
+    style, tab, sentence = line.partition("\t")
+    if not tab or not sentence.strip():
+      raise sc.StyleModelError(f"{flag}={path}: line {number} is not STYLE<TAB>sentence — write e.g. "
+                               "'romantic<TAB>a dog in love'")
+    if style not in sc.STYLES:
+      raise sc.StyleModelError(f"{flag}={path}: line {number}: unknown style {style!r} — choose one of "
+                               f"{', '.join(sc.STYLES)}")
+    sentences.append(sentence.strip())
+    styles.append(style)
+  if not sentences:
+    raise sc.StyleModelError(f"{flag}={path} has no sentences — give at least one STYLE<TAB>sentence line")
+  return sentences, styles
+
+
+def _extract_pairs(extractor: Extractor, sentences: Sequence[str], styles: Sequence[str]) -> list[Extraction]:
+  """Each sentence's extraction if the classifier knows its style, else its shading with no phrase; input order."""
+  known = [i for i, s in enumerate(styles) if s in extractor.classifier.labels and s != sc.FACTUAL]
+  other = [i for i in range(len(sentences)) if i not in set(known)]
+  found: dict[int, Extraction] = {}
+  for indices, method in ((known, extractor.extract), (other, extractor.shade)):
+    if indices:
+      found.update(zip(indices, method([sentences[i] for i in indices], [styles[i] for i in indices])))
+  return [found[i] for i in range(len(sentences))]
+
+
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
   # Every input is checked before the model loads and before anything is written.
-  if bool(_SENTENCES.value) != bool(_STYLE.value):
+  if _PAIRS.value and _SENTENCES.value:
+    cli.fail("--pairs and --sentences are two ways to give sentences — give one of them")
+  if _PAIRS.value and bool(_HELDOUT.value) != bool(_STYLE.value):
+    cli.fail("with --pairs, --heldout and --style go together — give both, or neither for the stylized_scenes "
+             "validation split")
+  if not _PAIRS.value and bool(_SENTENCES.value) != bool(_STYLE.value):
     cli.fail("--sentences and --style go together — give both, or neither for stylized_scenes")
-  if _HELDOUT.value and not _SENTENCES.value:
+  if _HELDOUT.value and not (_SENTENCES.value or _PAIRS.value):
     cli.fail("--heldout goes with --sentences and --style — give them, or drop --heldout")
   if _STYLE.value and _STYLE.value not in sc.STYLES:
     cli.fail(f"unknown style {_STYLE.value!r} — choose one of {', '.join(sc.STYLES)}")
   if not 0 < _EPS.value < 1:
     cli.fail(f"--epsilon={_EPS.value} is not between 0 and 1 — the paper's is {EPSILON}")
-  inputs = {"--sentences": _SENTENCES.value, "--heldout": _HELDOUT.value}
+  inputs = {"--sentences": _SENTENCES.value, "--pairs": _PAIRS.value, "--heldout": _HELDOUT.value}
   files.output_file(_OUTPUT.value, inputs=inputs, example="phrases.jsonl")
   if _HTML.value:
     files.output_file(_HTML.value, "--html", inputs={**inputs, "--output": _OUTPUT.value}, example="phrases.html")
-  if _SENTENCES.value:
+  if _PAIRS.value:
+    try:
+      sentences, styles = read_pairs(files.read_text(_PAIRS.value, "--pairs", "a TSV of STYLE<TAB>sentence lines"),
+                                     _PAIRS.value)
+    except sc.StyleModelError as error:
+      cli.fail(str(error))
+    if _HELDOUT.value:
+      heldout = _lines(_HELDOUT.value, "--heldout")
+      held_styles = [_STYLE.value] * len(heldout)
+    else:
+      heldout, held_styles, _ = stylized_scenes_pairs(1, 100)
+  elif _SENTENCES.value:
     sentences = _lines(_SENTENCES.value, "--sentences")
     heldout = _lines(_HELDOUT.value, "--heldout") if _HELDOUT.value else sentences
     styles, held_styles = [_STYLE.value] * len(sentences), [_STYLE.value] * len(heldout)
@@ -284,7 +358,7 @@ def main(argv: Sequence[str]) -> None:
   try:
     extractor = Extractor(sc.StyleClassifier.load(_MODEL.value), _EPS.value, _PHRASE.value)
     extractor.choose_head(heldout, held_styles)
-    extractions = extractor.extract(sentences, styles)
+    extractions = (_extract_pairs if _PAIRS.value else Extractor.extract)(extractor, sentences, styles)
   except (sc.StyleModelError, ValueError) as error:
     cli.fail(str(error))
   with files.writing(_OUTPUT.value) as f:

@@ -123,7 +123,7 @@ def _read(source, index: int, image_key: str, size: int) -> tuple[dict[str, Any]
   try:
     record = source[index]
     pixels = preprocess.resize(rgb(np.asarray(record[image_key], np.uint8)), size)
-  except Exception as error:  # noqa: BLE001: any undecodable record is skipped and reported, never fatal
+  except Exception as error:  # noqa: BLE001 (any undecodable record is skipped and reported, never fatal)
     return None, None, f"{type(error).__name__}: {error}"
   return record, pixels, ""
 

@@ -179,7 +179,7 @@ def read_labels_file(path: str) -> dict[str, tuple[str, ...]]:
     for line in f:
       fields = line.rstrip("\r\n").split("\t")
       if len(fields) >= 3 and fields[1]:
-        labels.setdefault(fields[1], tuple(l.strip() for l in fields[2].split(",") if l.strip()))
+        labels.setdefault(fields[1], tuple(name.strip() for name in fields[2].split(",") if name.strip()))
   return labels
 
 

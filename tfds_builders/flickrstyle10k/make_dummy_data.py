@@ -1,7 +1,7 @@
 """Writes a flickrstyle10k manual dir in the released layout: FlickrStyle_v0.9/ (caption files one line per image,
 humor/train.p a protocol-0 pickle of the image names, one `V<name>` line each, as readers of the released file
-parse it) and flickr30k-images/ with real JPEGs. `python -m tfds_builders.flickrstyle10k.make_dummy_data` rewrites `dummy_data/`, which holds one of
-every defect the builder counts; tests read the constants below.
+parse it) and flickr30k-images/ with real JPEGs. `python -m tfds_builders.flickrstyle10k.make_dummy_data` rewrites
+`dummy_data/`, which holds one of every defect the builder counts; tests read the constants below.
 """
 
 from __future__ import annotations
