@@ -194,8 +194,9 @@ def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
   first_in_stream, smallest_key = _downloaded_twice(manual)
   plain = _build(manual, tmp_path / "plain")
   builder = tfds.builder("cc3m/unlabeled", data_dir=tmp_path / "beam")
+  options = beam.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
   builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
-      manual_dir=os.fspath(manual), beam_options=beam.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])))
+      manual_dir=os.fspath(manual), beam_options=options))
   on_beam = tfds.builder("cc3m/unlabeled", data_dir=tmp_path / "beam")
   assert on_beam.info.metadata["build_report"] == plain.info.metadata["build_report"]
   assert plain.info.metadata["build_report"]["train"]["duplicate_image"] == 1
