@@ -100,11 +100,14 @@ def _unknown_field_message(error: str, argv: Sequence[str], spec: str) -> str:
 
 def enable_compilation_cache(workdir: str) -> str:
   """Points JAX's persistent compilation cache at WORKDIR/compilation_cache (programs that took over a second to
-  compile; the first process writes them, every process reads them; an unreadable entry is compiled again). JAX
+  compile; the first process writes them, every process reads them; an unreadable entry is compiled again), unless
+  JAX_COMPILATION_CACHE_DIR already names one (a disk that outlives the VM, a cache shared by many runs). JAX
   fixes the folder at the first compile of a process, so the command line sets it (`run`), not a `main` that
-  tests call several times in one process."""
+  tests call several times in one process. Returns the folder in use."""
   import jax  # noqa: PLC0415
 
+  if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    return os.environ["JAX_COMPILATION_CACHE_DIR"]
   folder = os.path.join(os.path.abspath(workdir), "compilation_cache")
   jax.config.update("jax_compilation_cache_dir", folder)
   return folder

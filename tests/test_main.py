@@ -106,12 +106,13 @@ def test_caption_mode_captions_files_reports_unreadable_ones_and_caches_its_prog
   for i in range(3):
     Image.fromarray(rng.integers(0, 256, (80, 80, 3), dtype=np.uint8)).save(tmp_path / f"img{i}.png")
   (tmp_path / "broken.png").write_bytes(b"not an image")
-  cached = set(os.listdir(workdir / "compilation_cache"))  # JAX's persistent cache is on by default
-  proc = _run(_command(workdir, data_dir) + ["--mode=caption", f"--images={tmp_path}/*.png"])
+  env = {k: v for k, v in _env().items() if k != "JAX_COMPILATION_CACHE_DIR"}  # the suite's shared cache: unset
+  env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # kept however fast this machine compiles the decoder
+  proc = subprocess.run(_command(workdir, data_dir) + ["--mode=caption", f"--images={tmp_path}/*.png"], cwd=REPO,
+                        env=env, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  # The training's final evaluation compiled the decoder caption mode runs (same shapes): the caption run loads it.
-  assert {name.split("-")[0] for name in cached} >= {"jit_train_step", "jit_decode"}
-  assert set(os.listdir(workdir / "compilation_cache")) >= cached
+  # JAX's persistent cache is on by default, in the workdir: the next caption call loads the decoder from there.
+  assert "jit_decode" in {name.split("-")[0] for name in os.listdir(workdir / "compilation_cache")}
   result = json.loads((workdir / "captions.json").read_text())
   assert sorted(os.path.basename(p) for p in result["captions"]) == ["img0.png", "img1.png", "img2.png"]
   assert [os.path.basename(p) for p in result["failed"]] == ["broken.png"]
