@@ -231,8 +231,7 @@ def _coco(c: ml_collections.ConfigDict) -> None:
   82,783 + restval 30,504 images to train on, as is usual; val 5,000 picks the best checkpoint; test 5,000), on the
   IRv2 features of `python -m capjax.tools.extract_tfds_features --dataset=karpathy/coco`. The paper's COCO text
   handling is the default one: captions cut at 15 tokens (`max_caption_tokens`), training words seen fewer than 4
-  times read as <UNK> (`vocab.min_count`: about 9,500 words on Karpathy's COCO tokens); Adagrad 0.01, batch 25, beam 4
-  as for Conceptual Captions."""
+  times read as <UNK> (`vocab.min_count`); Adagrad 0.01, batch 25, beam 4 as for Conceptual Captions."""
   c.dataset.name = "karpathy"
   c.dataset.builder_config = "coco"
   c.dataset.train_split = "train+restval"

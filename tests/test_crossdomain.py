@@ -47,7 +47,9 @@ def test_a_training_split_may_join_splits_as_karpathy_coco_trains_on_train_and_r
 def test_the_paper_figures_sit_beside_the_rows_and_test_sets_they_were_measured_on():
   assert paper.figures("flickr1k", "T2T8x8", "Conceptual") == {"cider_d": 0.227, "ROUGE_L": 0.277, "SPICE": 0.066}
   assert paper.figures("coco", "RNN1x1", "COCO") == {"cider_d": 1.021, "ROUGE_L": 0.694, "METEOR": 0.348}
-  assert paper.test_set_key("cc3m", "validation") == "cc3m" and paper.test_set_key("karpathy/flickr30k", "val") is None
+  assert paper.test_set_key("cc3m/unlabeled", "validation") == "cc3m"  # its test split was never released
+  assert paper.test_set_key("karpathy/flickr30k", "val") is None and paper.test_set_key("karpathy/coco", "test") == "coco"
+  assert paper.training_key("cc3m/unlabeled") == "Conceptual" and paper.training_key("karpathy/coco") == "COCO"
   assert paper.model_key("t2t", "8x8", "conv") is None  # the synthetic scenes' model is none of the paper's
   cell = {"metrics": {"cider_d": 0.41234}, "paper": {"cider_d": 1.032}}
   assert report.cell_text(cell, "cider_d") == "0.412 (paper 1.032)"

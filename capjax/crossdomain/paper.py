@@ -59,12 +59,12 @@ _TEST_SETS = {("karpathy/coco", "test"): "coco", ("coco_captions", "test"): "coc
               ("cc3m", "validation"): "cc3m", ("cc3m", "test"): "cc3m",
               ("karpathy/flickr30k", "test"): "flickr1k"}
 # Training data of ours -> the paper's training condition.
-_TRAINING = {"karpathy/coco": "COCO", "coco_captions": "COCO", "cc3m": "Conceptual", "cc3m/unlabeled": "Conceptual"}
+_TRAINING = {"karpathy/coco": "COCO", "coco_captions": "COCO", "cc3m": "Conceptual"}
 
 
 def test_set_key(dataset: str, split: str) -> str | None:
-  """The key of TABLES the test set `dataset` ("karpathy/coco") `split` stands for, or None."""
-  return _TEST_SETS.get((dataset, split))
+  """The key of TABLES the test set `dataset` ("karpathy/coco", "cc3m/unlabeled") `split` stands for, or None."""
+  return _TEST_SETS.get((dataset, split)) or _TEST_SETS.get((dataset.partition("/")[0], split))
 
 
 def model_key(name: str, grid: str, encoder: str) -> str | None:
@@ -77,7 +77,7 @@ def model_key(name: str, grid: str, encoder: str) -> str | None:
 
 def training_key(dataset: str) -> str | None:
   """The paper's training condition ("COCO", "Conceptual") of our training dataset, or None."""
-  return _TRAINING.get(dataset)
+  return _TRAINING.get(dataset) or _TRAINING.get(dataset.partition("/")[0])
 
 
 def figures(test_set: str | None, model: str | None, training: str | None) -> dict[str, float]:
