@@ -50,7 +50,10 @@ def test_the_paper_figures_sit_beside_the_rows_and_test_sets_they_were_measured_
   assert paper.test_set_key("cc3m/unlabeled", "validation") == "cc3m"  # its test split was never released
   assert paper.test_set_key("karpathy/flickr30k", "val") is None and paper.test_set_key("karpathy/coco", "test") == "coco"
   assert paper.training_key("cc3m/unlabeled") == "Conceptual" and paper.training_key("karpathy/coco") == "COCO"
-  assert paper.model_key("t2t", "8x8", "conv") is None  # the synthetic scenes' model is none of the paper's
+  assert paper.model_key(config_util.load("configs/rnn.py:1x1").model) == "RNN1x1"
+  assert paper.model_key(config_util.load("configs/t2t.py:coco").model) == "T2T8x8"
+  for not_the_papers in ("configs/t2t.py:coco,debug", "configs/t2t.py:shapes"):  # its size, its encoder
+    assert paper.model_key(config_util.load(not_the_papers).model) is None
   cell = {"metrics": {"cider_d": 0.41234}, "paper": {"cider_d": 1.032}}
   assert report.cell_text(cell, "cider_d") == "0.412 (paper 1.032)"
 

@@ -172,12 +172,16 @@ class Model:
     m = self.config.model
     name = {"t2t": "T2T", "rnn": "RNN"}.get(m.name, m.name)
     encoder = m.encoder.name
-    return f"{name} {m.get('grid', '')}".strip() if encoder in ("features", "irv2") else f"{name} ({encoder} encoder)"
+    if encoder not in ("features", "irv2"):
+      return f"{name} ({encoder} encoder)"
+    label = f"{name} {m.get('grid', '')}".strip()
+    if paper.model_key(m) is None:  # not the paper's size (a :debug run): said, so no one takes it for the paper's
+      layers = f", {m.encoder_layers}+{m.decoder_layers} layers" if "encoder_layers" in m else ""
+      label += f" (d={m.d_model}{layers})"
+    return label
 
   def paper_keys(self) -> tuple[str | None, str | None]:
-    m = self.config.model
-    return (paper.model_key(m.name, m.get("grid", ""), m.encoder.name),
-            paper.training_key(dataset_name(self.config.dataset)))
+    return paper.model_key(self.config.model), paper.training_key(dataset_name(self.config.dataset))
 
 
 def embedded(name: str) -> bool:

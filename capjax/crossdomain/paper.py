@@ -67,10 +67,16 @@ def test_set_key(dataset: str, split: str) -> str | None:
   return _TEST_SETS.get((dataset, split)) or _TEST_SETS.get((dataset.partition("/")[0], split))
 
 
-def model_key(name: str, grid: str, encoder: str) -> str | None:
-  """The paper's name of a model ("T2T8x8"), or None for a model it has no figures of (the synthetic scenes' conv
-  encoder)."""
-  if name not in ("t2t", "rnn") or grid not in ("1x1", "8x8") or encoder not in ("features", "irv2"):
+PAPER_SIZES = {"t2t": {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6}, "rnn": {"d_model": 512}}
+
+
+def model_key(model) -> str | None:
+  """The paper's name of a model config (`config.model`: "T2T8x8"), or None for a model it has no figures of: another
+  encoder (the synthetic scenes' conv), another size (`:debug`)."""
+  name, grid, encoder = model.get("name"), model.get("grid", ""), model.get("encoder", {}).get("name")
+  if name not in PAPER_SIZES or grid not in ("1x1", "8x8") or encoder not in ("features", "irv2"):
+    return None
+  if any(model.get(field) != size for field, size in PAPER_SIZES[name].items()):
     return None
   return f"{name.upper()}{grid}"
 

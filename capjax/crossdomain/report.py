@@ -32,6 +32,10 @@ def row_name(row: dict[str, Any]) -> str:
   return row["model"]
 
 
+def _images(n: int) -> str:
+  return f"{n:,} image" + ("" if n == 1 else "s")
+
+
 def notes(matrix: dict[str, Any]) -> list[str]:
   """What the reader must know to read the figures: where the paper's come from, what each test set is, what the
   constant caption is, what was not computed."""
@@ -42,12 +46,12 @@ def notes(matrix: dict[str, Any]) -> list[str]:
     table = t["paper_table"]
     if t["dataset"].startswith("cc3m") and t["split"] == "validation":
       lines.append(f"{t['spec']}: Conceptual Captions' test split is not public, so this column scores its "
-                   f"validation split ({t['examples']:,} images).")
+                   f"validation split ({_images(t['examples'])}).")
     if table:
-      lines.append(f"{t['spec']} ({t['examples']:,} images): the paper's figures are its Table {table['table']}, "
+      lines.append(f"{t['spec']} ({_images(t['examples'])}): the paper's figures are its Table {table['table']}, "
                    f"{table['test_set']}: {table['differs']}.")
     else:
-      lines.append(f"{t['spec']} ({t['examples']:,} images): the paper has no figures for this test set.")
+      lines.append(f"{t['spec']} ({_images(t['examples'])}): the paper has no figures for this test set.")
   lines.append("Constant caption: every image of a test set gets one caption, the most frequent reference caption of "
                "the training split named in its row (all references counted; ties alphabetical): what a model that "
                "ignores the image could say.")
