@@ -13,7 +13,6 @@ import pytest
 
 from capjax import config_util
 from capjax.crossdomain import paper, report
-from capjax.crossdomain import matrix as matrix_lib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DUMMY = REPO / "tfds_builders" / "karpathy" / "dummy_data"
@@ -48,7 +47,8 @@ def test_the_paper_figures_sit_beside_the_rows_and_test_sets_they_were_measured_
   assert paper.figures("flickr1k", "T2T8x8", "Conceptual") == {"cider_d": 0.227, "ROUGE_L": 0.277, "SPICE": 0.066}
   assert paper.figures("coco", "RNN1x1", "COCO") == {"cider_d": 1.021, "ROUGE_L": 0.694, "METEOR": 0.348}
   assert paper.test_set_key("cc3m/unlabeled", "validation") == "cc3m"  # its test split was never released
-  assert paper.test_set_key("karpathy/flickr30k", "val") is None and paper.test_set_key("karpathy/coco", "test") == "coco"
+  assert paper.test_set_key("karpathy/flickr30k", "val") is None
+  assert paper.test_set_key("karpathy/coco", "test") == "coco"
   assert paper.training_key("cc3m/unlabeled") == "Conceptual" and paper.training_key("karpathy/coco") == "COCO"
   assert paper.model_key(config_util.load("configs/rnn.py:1x1").model) == "RNN1x1"
   assert paper.model_key(config_util.load("configs/t2t.py:coco").model) == "T2T8x8"

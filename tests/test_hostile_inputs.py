@@ -77,7 +77,8 @@ SHARDING_REPORT = "capjax.tools.sharding_report"
 GENERATE, AUGMENT, DEMO = "capjax.erg.generate", "capjax.erg.augment", "capjax.erg.demo"
 CROSSDOMAIN = "capjax.crossdomain"
 COMMANDS = (MAIN, BUILD, SHOW, PIPELINE, STATS, GOLD, METRICS, HUMAN_EVAL, STYLE_LM, CONVERT, EXTRACT, EXTRACT_TFDS,
-            HARVEST, PARAM_COUNT, SHARDING_REPORT, EMBED, STYLE_CLS, STYLE_PHRASES, GENERATE, AUGMENT, DEMO, CROSSDOMAIN)
+            HARVEST, PARAM_COUNT, SHARDING_REPORT, EMBED, STYLE_CLS, STYLE_PHRASES, GENERATE, AUGMENT, DEMO,
+            CROSSDOMAIN)
 
 
 def _png() -> bytes:
@@ -1374,7 +1375,8 @@ CROSSDOMAIN_CASES = [
 ALL_CASES = (MAIN_CASES + BUILD_CASES + SHOW_CASES + PIPELINE_CASES + STATS_CASES + GOLD_CASES + METRICS_CASES + HUMAN_EVAL_CASES
              + STYLE_LM_CASES + CONVERT_CASES + EXTRACT_CASES + EXTRACT_TFDS_CASES + HARVEST_CASES + PARAM_COUNT_CASES
              + SHARDING_REPORT_CASES + EMBED_CASES + STYLE_CLS_CASES + STYLE_PHRASES_CASES + GENERATE_CASES
-             + GENERATE_FILE_CASES + AUGMENT_CASES + AUGMENT_FILE_CASES + DEMO_CASES + CROSSDOMAIN_CASES)
+             + GENERATE_FILE_CASES + AUGMENT_CASES + AUGMENT_FILE_CASES + DEMO_CASES
+             + CROSSDOMAIN_CASES)
 # Root writes through any file mode: there the cases of unreadable or unwritable files run in a pytest of their own
 # without the capabilities that allow it (test_file_mode_cases_without_root_s_capabilities).
 MODE_CASES = [c for c in ALL_CASES if c.values[0].chmod]

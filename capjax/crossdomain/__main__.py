@@ -1,8 +1,8 @@
 r"""The cross-domain matrix of the paper's Tables 5-7: each trained workdir's best checkpoint (by validation CIDEr-D)
 scored on each test set, beside a constant-caption baseline and the paper's published figures.
 
-usage: python -m capjax.crossdomain --workdirs=A,B,... --test=karpathy/coco:test,karpathy/flickr30k:test,cc3m:validation \
-           --output=DIR [--data_dir=D] [--num_examples=N]
+usage: python -m capjax.crossdomain --workdirs=A,B,... --output=DIR [--data_dir=D] [--num_examples=N] \
+           --test=karpathy/coco:test,karpathy/flickr30k:test,cc3m:validation
 
 Rows are model × training data (read from each workdir's config.json), one column group per test set: CIDEr(-D),
 ROUGE-L, METEOR (with Java), SPICE (where its CoreNLP jars and Java 8/11 run), and CHAIR-i/CHAIR-s where the test

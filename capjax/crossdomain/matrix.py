@@ -254,15 +254,30 @@ class Cell:
   paper: dict[str, float]
 
 
-def score(predictions: list[str], references: list[list[str]], objects: list | None, meteor, with_spice: bool
+@dataclasses.dataclass
+class Spice:
+  """Whether SPICE runs here: `reason` is None until it cannot (not installed, or its Java fails on first use)."""
+
+  reason: str | None
+
+  def add(self, metrics: dict[str, float], predictions: list[str], references: list[list[str]]) -> None:
+    if self.reason is not None:
+      return
+    from capjax.metrics import coco  # noqa: PLC0415
+    try:
+      value = coco.evaluate(dict(enumerate(references)), dict(enumerate(predictions)), metrics=("SPICE",))["SPICE"]
+    except RuntimeError as error:  # SPICE 1.0 on a Java it does not run on: the matrix goes on without it
+      self.reason = " ".join(str(error).split())
+      return
+    metrics["SPICE"] = float(value)
+
+
+def score(predictions: list[str], references: list[list[str]], objects: list | None, meteor, spice: Spice
           ) -> dict[str, float]:
   """evaluate.score's COCO and grounded metrics (what `python -m capjax.metrics` computes on the same files), and
   SPICE when it runs here."""
   metrics = evaluate_lib.score(predictions, references, objects, full=True, meteor=meteor)
-  if with_spice:
-    from capjax.metrics import coco  # noqa: PLC0415
-    refs, preds = dict(enumerate(references)), dict(enumerate(predictions))
-    metrics["SPICE"] = float(coco.evaluate(refs, preds, metrics=("SPICE",))["SPICE"])
+  spice.add(metrics, predictions, references)
   return metrics
 
 
@@ -304,7 +319,7 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
         cell_sources[i, t.spec] = (dataset, sources.data_source(dataset, t.split))
       except (sources.DatasetNotBuiltError, ConfigError) as error:
         raise type(error)(f"test set {t.spec} for {model.workdir}: {error}") from None
-  spice_reason = spice_unavailable()
+  spice = Spice(spice_unavailable())
   references: dict[str, list[list[str]]] = {}
   objects: dict[str, list | None] = {}
   rows: list[dict[str, Any]] = []
@@ -330,12 +345,13 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
                             f"{len(references[t.spec])} — run the matrix on one process count for all models")
         path = _write_json(os.path.join(output, "predictions", row_id, f"{_slug(t.spec)}.json"),
                            coco_predictions(predictions))
-        metrics = score(predictions, references[t.spec], objects[t.spec], meteor, spice_reason is None)
+        metrics = score(predictions, references[t.spec], objects[t.spec], meteor, spice)
         cells[t.spec] = Cell(metrics, path, paper.figures(t.paper_key, p_model, p_training))
         log(f"{model.label} ({model.training}) on {t.spec}: CIDEr {metrics['cider_d']:.3f}")
       rows.append({"kind": "model", "model": model.label, "training": model.training, "workdir": model.workdir,
                    "step": step, "paper_model": p_model, "paper_training": p_training,
-                   "seconds": round(time.time() - start, 1), "cells": {k: dataclasses.asdict(c) for k, c in cells.items()}})
+                   "seconds": round(time.time() - start, 1),
+                   "cells": {k: dataclasses.asdict(c) for k, c in cells.items()}})
     # The constant-caption baseline: per training set, its most frequent training caption said of every image.
     for training in dict.fromkeys(m.training for m in models):
       model = next(m for m in models if m.training == training)
@@ -346,7 +362,7 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
         predictions = [caption] * len(references[t.spec])
         path = _write_json(os.path.join(output, "predictions", row_id, f"{_slug(t.spec)}.json"),
                            coco_predictions(predictions))
-        cells[t.spec] = Cell(score(predictions, references[t.spec], objects[t.spec], meteor, spice_reason is None),
+        cells[t.spec] = Cell(score(predictions, references[t.spec], objects[t.spec], meteor, spice),
                              path, {})
       rows.append({"kind": "constant_caption", "model": "constant caption", "training": training, "caption": caption,
                    "cells": {k: dataclasses.asdict(c) for k, c in cells.items()}})
@@ -357,7 +373,7 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
       "columns": {t.spec: [k for k, _ in COLUMNS if all(k in r["cells"][t.spec]["metrics"] for r in rows)]
                   for t in test_sets},
       "rows": rows,
-      "spice": "computed" if spice_reason is None else f"not computed: {spice_reason}",
+      "spice": "computed" if spice.reason is None else f"not computed: {spice.reason}",
       "paper": paper.CITATION,
   }
 

@@ -39,9 +39,9 @@ def _images(n: int) -> str:
 def notes(matrix: dict[str, Any]) -> list[str]:
   """What the reader must know to read the figures: where the paper's come from, what each test set is, what the
   constant caption is, what was not computed."""
-  lines = [f"CIDEr is CIDEr-D (what pycocoevalcap and the paper call CIDEr); every figure of ours equals `python -m "
-           f"capjax.metrics REFERENCES PREDICTIONS` on the files listed in matrix.json. Figures marked “paper” are "
-           f"the published ones of {matrix['paper']}, copied from its tables, never computed here."]
+  lines = [f"CIDEr is CIDEr-D (what pycocoevalcap and the paper call CIDEr); every CIDEr, ROUGE-L, METEOR and SPICE of "
+           f"ours equals `python -m capjax.metrics REFERENCES PREDICTIONS` on the files listed in matrix.json. Figures "
+           f"marked “paper” are the published ones of {matrix['paper']}, copied from its tables, never computed here."]
   for t in matrix["test_sets"]:
     table = t["paper_table"]
     if t["dataset"].startswith("cc3m") and t["split"] == "validation":
