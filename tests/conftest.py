@@ -54,4 +54,5 @@ def irv2_weights(tmp_path_factory) -> pathlib.Path:
 # Models trained once per session and shared across test files (tests/trained_models.py).
 # ----------------------------------------------------------------------------------------------------------
 from trained_models import (  # noqa: E402, F401 (fixtures: pytest finds them by name in conftest)
-    erg_generator, erg_generator_dir, erg_retriever, style_classifier, style_classifier_dir, stylized_tiny_data_dir)
+    erg_generator, erg_generator_dir, erg_retriever, shapes_debug_run, style_classifier, style_classifier_dir,
+    stylized_tiny_data_dir)

@@ -42,7 +42,7 @@ def test_the_stylized_variants_train_one_style_and_name_the_augmented_dataset():
 
 @pytest.mark.parametrize("arg, message", [
     ("stylized,style=sad", "style=sad: stylized_scenes has romantic, humorous"),
-    ("shapes,stylized", "choose one of the shapes, cc12m and stylized variants"),
+    ("shapes,stylized", "choose one of the shapes, coco, cc12m and stylized variants"),
     ("shapes,augmented=aug", "augmented=... go with the stylized variant"),
     ("shapes,factual=10", "factual=... go with the stylized variant"),
     ("stylized,factual=-5", "factual=-5: give a number of factual images, or 0 for none"),

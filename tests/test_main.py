@@ -13,26 +13,14 @@ import time
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-import helpers
 import pytest
 from PIL import Image
+from trained_models import MAIN_STEPS, main_command, main_env, run_main
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-STEPS = 30
-
-
-def _command(workdir: pathlib.Path, data_dir: pathlib.Path) -> list[str]:
-  return [sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapes,debug",
-          "--config.dataset.builder_config=tiny", f"--config.dataset.data_dir={data_dir}",
-          f"--config.num_train_steps={STEPS}", "--config.eval_every=1000", "--config.checkpoint_every=3",
-          "--config.debug_nans=False", f"--workdir={workdir}"]
-
-
-def _env() -> dict[str, str]:
-  env = dict(os.environ)
-  env["XLA_FLAGS"] = helpers.FAST_COMPILE  # and one CPU device, like a laptop run
-  env["JAX_PLATFORMS"] = "cpu"
-  return env
+# The run itself is shared with test_crossdomain (trained_models.shapes_debug_run): one training per session.
+STEPS = MAIN_STEPS
+_command, _env = main_command, main_env
 
 
 def _final_params(workdir: pathlib.Path) -> dict:
@@ -54,18 +42,13 @@ def _history_steps(workdir: pathlib.Path) -> list[int]:
   return [json.loads(line)["step"] for line in (workdir / "train_history.jsonl").read_text().splitlines()]
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess:
-  return subprocess.run(args, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+_run = run_main
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(shapes_debug_run):
   """(data_dir, workdir, stdout) of one uninterrupted run."""
-  root = tmp_path_factory.mktemp("main")
-  data_dir, workdir = root / "data", root / "straight"
-  proc = _run(_command(workdir, data_dir))
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return data_dir, workdir, proc.stdout + proc.stderr
+  return shapes_debug_run
 
 
 def test_training_reports_metrics_and_writes_outputs(trained):
@@ -73,6 +56,7 @@ def test_training_reports_metrics_and_writes_outputs(trained):
   assert "test split: 64 images" in output and "cider_d" in output and "constant caption" in output
   assert "compiling the train step" in output  # and the first step is logged at once, before log_every's
   assert re.search(r"step 1/30  compiled the train step and ran it in [\d.]+ s\n", output), output[-3000:]
+  assert list(workdir.glob("plugins/profile/*/*.xplane.pb"))  # --config.profile_steps=2: clu's profiler hook
   metrics_files = list((workdir / "eval").glob("test_step*/metrics.json"))
   assert len(metrics_files) == 1
   result = json.loads(metrics_files[0].read_text())

@@ -1,4 +1,5 @@
 """The models that several test files need, each trained once per session (conftest.py imports the fixtures):
+the `:shapes,debug` captioner trained by `python -m capjax.main` (test_main, test_crossdomain),
 the style classifier (test_style_classifier, test_erg_augment), ERG's generator (test_erg_generate,
 test_erg_augment), the retriever's dual encoder (test_erg_augment) and the `tiny` stylized_scenes build
 (test_stylized_scenes, test_erg_augment). Training them once per file cost CI about three minutes.
@@ -8,13 +9,50 @@ Heavy imports stay inside the fixtures: conftest must not import jax before it s
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+MAIN_STEPS = 30  # the shared captioner run's training steps
 
 NUM_GENERATOR_TRAIN = 500  # stylized_scenes training images: 1,000 stylized captions
 RETRIEVER_STEPS = 20       # the augmentation tests' retriever: 20 steps on the first 64 factual images
 RETRIEVER_PAIRS = 64
+
+
+def main_command(workdir: pathlib.Path, data_dir: pathlib.Path) -> list[str]:
+  """`python -m capjax.main` training the tiny `:shapes,debug` T2T on synthetic_scenes/tiny for MAIN_STEPS steps."""
+  return [sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapes,debug",
+          "--config.dataset.builder_config=tiny", f"--config.dataset.data_dir={data_dir}",
+          f"--config.num_train_steps={MAIN_STEPS}", "--config.eval_every=1000", "--config.checkpoint_every=3",
+          "--config.debug_nans=False", f"--workdir={workdir}"]
+
+
+def main_env() -> dict[str, str]:
+  import helpers  # here, not at the top: it imports jax
+  env = dict(os.environ)
+  env["XLA_FLAGS"] = helpers.FAST_COMPILE  # and one CPU device, like a laptop run
+  env["JAX_PLATFORMS"] = "cpu"
+  return env
+
+
+def run_main(args: list[str]) -> subprocess.CompletedProcess:
+  return subprocess.run(args, cwd=REPO, env=main_env(), capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def shapes_debug_run(tmp_path_factory):
+  """(data_dir, workdir, stdout + stderr) of one uninterrupted `main_command` run (profiling steps 10-12). Tests
+  may score, caption or copy it; none may train in it."""
+  root = tmp_path_factory.mktemp("main")
+  data_dir, workdir = root / "data", root / "straight"
+  proc = run_main(main_command(workdir, data_dir) + ["--config.profile_steps=2"])  # clu's profiler, steps 10-12
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return data_dir, workdir, proc.stdout + proc.stderr
 
 
 def stylized_split_pairs(split: str, num: int) -> list:

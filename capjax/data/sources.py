@@ -405,10 +405,14 @@ def data_source(config: ml_collections.ConfigDict, split: str):
   `caption_field` set, the records' `captions` come from that field (CaptionFieldSource); with `style` set, they
   are the records' stylized captions of that style (StyleSource)."""
   builder = prepare(config)
-  base = split.split("[", 1)[0]
-  if base not in builder.info.splits:
-    raise ConfigError(f"split {split!r} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
-  size = builder.info.splits[base].num_examples
+  # "train+restval": TFDS reads several splits as one (Karpathy's COCO trains on both); each must be there
+  bases = [part.split("[", 1)[0] for part in split.split("+")]
+  for base in bases:
+    if base not in builder.info.splits:
+      part = "" if base == split else f" ({base!r})"
+      raise ConfigError(f"split {split!r}{part} is not in {builder.name} — choose one of {sorted(builder.info.splits)}")
+  base = bases[0] if len(bases) == 1 else split
+  size = sum(builder.info.splits[b].num_examples for b in bases)
   if not size:
     raise ConfigError(f"split {split!r} of {builder.name} in {builder.data_dir} holds no example — choose another "
                       f"split (it has {sorted(builder.info.splits)}), or build the dataset from more data")
