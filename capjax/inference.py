@@ -74,7 +74,8 @@ def run_eval(config: ml_collections.ConfigDict, workdir: str, split: str | None 
     split = split or config.dataset.test_split
     source = sources.data_source(config.dataset, split)
     result = evaluate_lib.evaluate_split(setup, params, source, vocab, config)
-    outputs = evaluate_lib.write_outputs(result, workdir, split, step=step, config=config)
+    outputs = evaluate_lib.write_outputs(result, workdir, split, step=step, config=config,
+                                         history_path=os.path.join(workdir, "train_history.jsonl"))
     evaluate_lib.report(result, split, step, config)
   return {"metrics": result.metrics, "outputs": outputs}
 

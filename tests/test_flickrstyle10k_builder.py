@@ -143,3 +143,11 @@ def test_files_that_do_not_pair_up_or_are_missing_are_one_error_line(tmp_path, c
   err = _fail(capsys, f"--manual_dir={manual}", f"--data_dir={tmp_path / 'tfds'}")
   assert err.startswith(f"error: {release}/humor/train.p holds a GLOBAL opcode, not just a list of names — ")
   assert not pathlib.Path("/tmp/pwned").exists()
+
+
+def test_the_build_command_names_a_builder_without_configs_plainly(tmp_path, capsys):
+  manual = tmp_path / "manual"
+  dummy.write_manual_dir(manual, num_images=7, defects=False)
+  build_command.main(["build", "--dataset=flickrstyle10k", f"--manual_dir={manual}", f"--data_dir={tmp_path / 'tfds'}"])
+  out = capsys.readouterr().out
+  assert f"built flickrstyle10k 1.0.0 in {tmp_path / 'tfds' / 'flickrstyle10k' / '1.0.0'}\n" in out, out  # no "/ "

@@ -81,7 +81,9 @@ def test_eval_mode_scores_the_best_checkpoint(trained):
   proc = _run(_command(workdir, data_dir) + ["--mode=eval", "--split=validation"])
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "validation split: 64 images" in proc.stdout
-  assert list((workdir / "eval").glob("validation_step*/metrics.json"))
+  [out] = (workdir / "eval").glob("validation_step*")
+  for name in ("metrics.json", "predictions.json", "gallery.png", "loss_curve.png", "rating_sheet.html"):
+    assert (out / name).is_file(), name  # the outputs the README lists, the training's loss curve included
 
 
 def test_caption_mode_captions_files_reports_unreadable_ones_and_caches_its_programs(trained, tmp_path):

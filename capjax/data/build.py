@@ -179,8 +179,8 @@ def main(argv: Sequence[str]) -> None:
     raise SystemExit(130)
   if damaged:
     shutil.rmtree(damaged)
-  print(f"built {builder.name}/{builder.builder_config.name if builder.builder_config else ''} "
-        f"{builder.version} in {builder.data_dir}")
+  config = f"/{builder.builder_config.name}" if builder.builder_config else ""  # flickrstyle10k has none
+  print(f"built {builder.name}{config} {builder.version} in {builder.data_dir}")
   for split, info in builder.info.splits.items():
     print(f"  {split}: {info.num_examples:,} examples")
 
