@@ -5,6 +5,7 @@ which `make test` installs from apt (Debian's `chromium`) when it runs as root."
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import pathlib
@@ -25,7 +26,7 @@ def find() -> str | None:
 
 
 class BrowserError(RuntimeError):
-  pass
+  """Chromium exited, did not answer in time, or answered a DevTools command with an error."""
 
 
 class Browser:
@@ -149,9 +150,7 @@ class Browser:
       self._process.kill()
       self._process.wait()
     for fd in (self._to_browser, self._from_browser):
-      try:
+      with contextlib.suppress(OSError):  # already closed with the process
         os.close(fd)
-      except OSError:
-        pass
     self._process.stderr.close()
     shutil.rmtree(self._profile, ignore_errors=True)
