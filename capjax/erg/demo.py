@@ -3,7 +3,7 @@ original stylized captions of one style, and the same captioner trained on them 
 on the same stylized test split.
 
 usage: python -m capjax.erg.demo [--workdir=workdir/erg_demo] [--style=romantic] [--captioner=t2t|rnn]
-           [--dataset_config=default|tiny] [--steps=N] [--variants=debug] [--factual_examples=N] ...
+           [--dataset_config=default|tiny] [--steps=N] [--variants=debug] [--factual_examples=N] [--seed=N] ...
 
 Stages (each kept in --workdir; a rerun with the same flags skips the finished ones and resumes the others;
 --style_model, --generator and --retriever give pieces trained before, and --text_encoder=minilm puts the minilm
@@ -78,6 +78,9 @@ class Options:
   style_model: str = ""              # pieces trained elsewhere, used instead of stages 2-4's training ("": train)
   generator: str = ""
   retriever: str = ""
+  # Every stage's training seed: the classifier's, the generator's, the retriever's and both captioners' (the data
+  # are the same for every seed). 0 gives the README's rows; --seed=1, 2 show how far a row moves with the seed.
+  seed: int = 0
 
 
 def _log(message: str) -> None:
@@ -163,6 +166,7 @@ def captioner_config(options: Options, data_dir: str, style_model: str, lm: str,
   if augmented:
     config.dataset.augmented = augmented
     config.dataset.augmented_data_dir = data_dir
+  config.seed = options.seed
   if options.steps:
     config.num_train_steps = options.steps
   if options.original_images:
@@ -283,7 +287,7 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
   style_dir = pathlib.Path(options.style_model or workdir / "style_classifier")
   lm_path = workdir / f"lm_{options.style}.json"
   if not options.style_model and not (style_dir / sc.META_FILE).exists():
-    settings = sc.RANDOM_INIT_SETTINGS
+    settings = dataclasses.replace(sc.RANDOM_INIT_SETTINGS, seed=options.seed)
     if options.classifier_epochs:
       settings = dataclasses.replace(settings, epochs=options.classifier_epochs)
     classifier = sc.train(sc.stylized_scenes_sentences(0, min(options.classifier_images, num_train), seed),
@@ -296,8 +300,8 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
   stage("generator")
   generator_dir = pathlib.Path(options.generator or workdir / "generator")
   if not options.generator and not (generator_dir / generate.GENERATOR_FILE).exists():
-    generator = generate.train(generate.scene_pairs(min(options.generator_images, num_train), seed),
-                               dataclasses.replace(generate.SCRATCH, epochs=options.generator_epochs), log=True)
+    settings = dataclasses.replace(generate.SCRATCH, epochs=options.generator_epochs, seed=options.seed)
+    generator = generate.train(generate.scene_pairs(min(options.generator_images, num_train), seed), settings, log=True)
     generate.save(generator, generator_dir)
 
   stage(f"augmentation of {options.factual_examples} factual images ({options.mode})")
@@ -309,7 +313,7 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
       factual_split=f"factual[:{options.factual_examples}]",
       retriever_steps=options.retriever_steps, retriever_pairs=options.retriever_pairs,
       retriever_dir=options.retriever, text_encoder=_text_encoder(options.text_encoder, workdir),
-      min_content=options.min_content,
+      min_content=options.min_content, seed=options.seed,
       log=lambda line: log(f"  augment {line}"))
   for line in funnel.lines():
     log(f"  {line}")
@@ -384,6 +388,8 @@ def _flags():
                       flag_values=values)
   flags.DEFINE_string("retriever", d.retriever, "a saved retriever (augment --save_retriever) to use instead of "
                       "training one", flag_values=values)
+  flags.DEFINE_integer("seed", d.seed, "every stage's training seed: the style classifier's, the generator's, the "
+                       "retriever's and both captioners' (0: the README's rows)", lower_bound=0, flag_values=values)
   return values
 
 
