@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import pathlib
-import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from capjax import model_io
 from capjax.data.vocab import Vocabulary, build_vocabulary
 from capjax.models import encoders, layers
 from capjax.text_models import bert as bert_lib
@@ -356,25 +356,18 @@ def save(encoder: TrainedEncoder, directory: str | pathlib.Path, training: dict[
          ) -> pathlib.Path:
   """Writes `encoder` (the default model only: a RetrieverError otherwise) to `directory`; `training` (e.g. the
   data, steps and seed it was trained with) is kept in `retriever.json` for the reader."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415 (only saving and loading need orbax)
   meta = _description(encoder)
   params = jax.tree.map(np.asarray, nn.meta.unbox(encoder.params))
   meta["params_sha256"] = params_digest(params)
   meta["training"] = dict(training or {})
-  directory = pathlib.Path(directory).resolve()
-  directory.mkdir(parents=True, exist_ok=True)
-  if isinstance(encoder.tokenizer, BertTokenizer):
-    shutil.copyfile(encoder.tokenizer.vocab_file, directory / BERT_VOCAB_FILE)
-  with ocp.StandardCheckpointer() as checkpointer:
-    checkpointer.save(directory / VARIABLES_DIR, params, force=True)
-  (directory / RETRIEVER_FILE).write_text(json.dumps(meta, indent=2) + "\n")  # last: a directory with it is whole
-  return directory
+  copies = ({BERT_VOCAB_FILE: encoder.tokenizer.vocab_file} if isinstance(encoder.tokenizer, BertTokenizer) else {})
+  # retriever.json is renamed into place last: a directory with it is whole
+  return model_io.save(directory, {VARIABLES_DIR: params}, {RETRIEVER_FILE: json.dumps(meta, indent=2) + "\n"}, copies)
 
 
 def load(directory: str | pathlib.Path) -> TrainedEncoder:
   """The retriever saved in `directory`; a RetrieverError when it is not a whole one (no or unreadable
   `retriever.json`, parameters of other shapes or another checksum than it describes)."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415
   directory = pathlib.Path(directory).resolve()
   meta_path = directory / RETRIEVER_FILE
   if not meta_path.is_file():
@@ -405,18 +398,13 @@ def load(directory: str | pathlib.Path) -> TrainedEncoder:
   except (ValueError, KeyError, TypeError, AttributeError) as error:  # not JSON, a field missing or of a wrong type
     raise RetrieverError(f"{meta_path} is not a readable retriever description ({type(error).__name__}: "
                          f"{' '.join(str(error).split())[:200]}) — {SAVE_HINT}") from error
-  target = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), shapes)
+  held = f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes"
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
-      params = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # orbax and tensorstore raise many types for a missing or foreign file
-    raise RetrieverError(f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes "
-                         f"({type(error).__name__}) — {SAVE_HINT}") from error
-  params = jax.tree.map(np.asarray, params)
-  # orbax restores a stored array whole even when the target's shape differs; the checksum catches the rest.
-  if (jax.tree.structure(params) != jax.tree.structure(target)
-      or any(np.shape(a) != b.shape for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(target)))
-      or params_digest(params) != expected_digest):
-    raise RetrieverError(f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes "
-                         f"(their shapes or checksum differ) — {SAVE_HINT}")
+    params = model_io.restore(directory / VARIABLES_DIR, shapes)
+  except model_io.RestoreError as error:
+    raise RetrieverError(f"{held} ({type(error.cause).__name__}) — {SAVE_HINT}") from error
+  except model_io.ShapeError as error:
+    raise RetrieverError(f"{held} (their shapes or checksum differ) — {SAVE_HINT}") from error
+  if params_digest(params) != expected_digest:
+    raise RetrieverError(f"{held} (their shapes or checksum differ) — {SAVE_HINT}")
   return TrainedEncoder(model, params, tokenizer, image_shape, image_dtype)

@@ -1,16 +1,13 @@
 """A generator's directory: `generator.json` (GPT-2 config, vocabulary, layout), the BPE files when it has them,
-`variables/` (its parameters, orbax)."""
+`variables/` (its parameters), written and read through `capjax.model_io`."""
 
 from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 
 import flax.linen as nn
-import jax
-import numpy as np
-
+from capjax import model_io
 from capjax.erg.generator.model import Generator, GeneratorError
 from capjax.erg.generator.vocab import BPE_FILES, BPEVocab, Vocab, WordVocab
 from capjax.text_models import gpt2 as gpt2_lib
@@ -23,23 +20,16 @@ TRAIN_HINT = "train one with `python -m capjax.erg.generate --train --output=DIR
 
 def save(generator: Generator, directory: str | pathlib.Path) -> pathlib.Path:
   """`generator.json` (GPT-2 config, vocabulary, layout), the BPE files when it has them, `variables/` (orbax)."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415 (only saving and loading need orbax)
-  directory = pathlib.Path(directory).resolve()
-  directory.mkdir(parents=True, exist_ok=True)
-  if isinstance(generator.vocab, BPEVocab):
-    for name in BPE_FILES:
-      shutil.copyfile(generator.vocab.directory / name, directory / name)
-  with ocp.StandardCheckpointer() as checkpointer:
-    checkpointer.save(directory / VARIABLES_DIR, jax.tree.map(np.asarray, generator.params), force=True)
   meta = {"gpt2": generator.config.to_dict(), "vocab": generator.vocab.to_json(),
           "prompt_length": generator.prompt_length, "caption_length": generator.caption_length}
-  (directory / GENERATOR_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-  return directory
+  copies = ({name: generator.vocab.directory / name for name in BPE_FILES} if isinstance(generator.vocab, BPEVocab)
+            else {})
+  text = json.dumps(meta, indent=2) + "\n"
+  return model_io.save(directory, {VARIABLES_DIR: generator.params}, {GENERATOR_FILE: text}, copies)
 
 
 def load(directory: str | pathlib.Path) -> Generator:
   """The generator saved in `directory`; a GeneratorError when it is not one."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415
   directory = pathlib.Path(directory).resolve()
   try:
     meta = json.loads((directory / GENERATOR_FILE).read_text(encoding="utf-8"))
@@ -56,15 +46,12 @@ def load(directory: str | pathlib.Path) -> Generator:
     raise GeneratorError(f"{directory / GENERATOR_FILE} does not agree with itself (vocabulary {vocab.size} vs "
                          f"{config.vocab_size} rows, or {prompt_length}+{caption_length} positions > "
                          f"{config.n_positions}) — {TRAIN_HINT}")
-  target = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), nn.meta.unbox(gpt2_lib.abstract_params(config)))
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
-      params = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # orbax raises many types for a missing or foreign checkpoint
+    params = model_io.restore(directory / VARIABLES_DIR, nn.meta.unbox(gpt2_lib.abstract_params(config)))
+  except model_io.ShapeError as error:
+    raise GeneratorError(f"{directory / VARIABLES_DIR} holds a parameter of shape {error.got} where the config needs "
+                         f"{error.want} — {TRAIN_HINT}") from error
+  except model_io.RestoreError as error:
     raise GeneratorError(f"{directory / VARIABLES_DIR} does not hold this generator's parameters "
-                         f"({type(error).__name__}) — {TRAIN_HINT}") from error
-  for got, want in zip(jax.tree.leaves(params), jax.tree.leaves(target)):
-    if np.shape(got) != want.shape:
-      raise GeneratorError(f"{directory / VARIABLES_DIR} holds a parameter of shape {np.shape(got)} where the "
-                           f"config needs {want.shape} — {TRAIN_HINT}")
-  return Generator(config, jax.tree.map(np.asarray, params), vocab, prompt_length, caption_length)
+                         f"({type(error.cause).__name__}) — {TRAIN_HINT}") from error
+  return Generator(config, params, vocab, prompt_length, caption_length)
