@@ -1,14 +1,16 @@
-"""capjax.model_io (the auxiliary models' save/load), on tiny trees: a round trip keeps dtypes and bytes, a save
-cut short leaves no description and no temporary folder, a checkpoint of other shapes or none at all is refused
-with the module's errors."""
+"""capjax.model_io (the auxiliary models' save/load) and capjax.small_trainer (their training loop), on tiny trees:
+a round trip keeps dtypes and bytes, a save cut short leaves no description and no temporary folder, a checkpoint
+of other shapes or none at all is refused with the module's errors, and the loop draws what it always drew."""
 
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
-from capjax import model_io
+from capjax import model_io, small_trainer
 
 TREE = {"dense": {"kernel": np.arange(6, dtype=np.float32).reshape(2, 3), "bias": np.array([1, 2, 3], np.int32)},
         "scale": np.array(0.5, np.float16)}
@@ -64,3 +66,27 @@ def test_other_shapes_or_no_checkpoint_are_refused(tmp_path):
     model_io.restore(tmp_path / "nowhere", TREE)
   assert isinstance(missing.value, model_io.ParamsError) and str(missing.value).startswith(
       f"{tmp_path / 'nowhere'} could not be restored (")
+
+
+def test_epoch_batches_are_whole_batches_of_a_seeded_permutation():
+  steps = list(small_trainer.epoch_batches(7, 3, 2, seed=5))
+  order_rng = np.random.default_rng(5)
+  expected = [(epoch, order[i * 3:(i + 1) * 3]) for epoch in range(2)
+              for order in [order_rng.permutation(7)] for i in range(2)]
+  assert [e for e, _ in steps] == [0, 0, 1, 1]
+  for (_, got), (_, want) in zip(steps, expected, strict=True):
+    np.testing.assert_array_equal(got, want)
+
+
+def test_fit_steps_frozen_parameters_never_and_logs_each_epoch():
+  def loss_fn(params, batch, rng, frozen):
+    del rng
+    return jnp.sum((params["w"] * batch[0] + frozen["b"] - 1.0) ** 2)
+
+  lines = []
+  batches = [(0, (jnp.ones(2),)), (0, (jnp.ones(2),)), (1, (jnp.ones(2),))]
+  params, losses = small_trainer.fit(loss_fn, optax.sgd(0.1), {"w": np.zeros(2, np.float32)}, batches,
+                                     rng=jax.random.key(0), frozen={"b": jnp.zeros(2)}, epochs=2, log=lines.append)
+  assert losses == pytest.approx([2.0, 1.28, 0.8192])  # w: 0 -> 0.2 -> 0.36 -> 0.488 (gradient 2(w - 1))
+  np.testing.assert_allclose(params["w"], [0.488, 0.488], rtol=1e-6)
+  assert [line.split(" (")[0] for line in lines] == ["epoch 1/2: mean loss 1.6400", "epoch 2/2: mean loss 0.8192"]

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from capjax import model_io
+from capjax import model_io, small_trainer
 from capjax.data.vocab import Vocabulary, build_vocabulary
 from capjax.models import encoders, layers
 from capjax.text_models import bert as bert_lib
@@ -266,7 +266,7 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
   batch_size = min(batch_size, len(images))
   rng = np.random.default_rng(seed)
   ids0, mask0 = tokenizer([captions[0][0]] * batch_size)
-  init = jax.jit(lambda key, x, i, m: nn.meta.unbox(model.init(key, x, i, m)["params"]))  # one compile, not one per op
+  init = small_trainer.jitted_init(model)
   init_args = (jax.random.key(seed), np.asarray(images[:batch_size]), ids0, mask0)
   if pretrained is not None:  # shapes first: a mismatch is refused before anything compiles
     _check_text_params(jax.eval_shape(init, *init_args)["text_tower"], pretrained.text_params)
@@ -278,22 +278,18 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
     params = {**params, "text_tower": jax.tree.map(jnp.asarray, pretrained.text_params)}
     if lock_text:  # outside the differentiated tree: no backward pass through it, no update, no decay
       locked = {"text_tower": params.pop("text_tower")}
-  opt_state = optimizer.init(params)
 
-  @jax.jit
-  def step(params, locked, opt_state, images, ids, mask):  # locked: an argument, not constants baked into the HLO
-    def loss_fn(p):
-      return info_nce(*model.apply({"params": {**p, **locked}}, images, ids, mask))
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
+  def loss_fn(p, batch, key, locked):  # locked: an argument, not constants baked into the HLO
+    del key  # no dropout
+    return info_nce(*model.apply({"params": {**p, **locked}}, *batch))
 
-  losses = []
-  for _ in range(steps):
-    rows = rng.choice(len(images), batch_size, replace=False)
-    texts = [captions[r][int(rng.integers(len(captions[r])))] for r in rows]
-    params, opt_state, loss = step(params, locked, opt_state, np.asarray(images[rows]), *tokenizer(texts))
-    losses.append(float(loss))
+  def batches():  # each step: batch_size distinct images, one caption of each
+    for _ in range(steps):
+      rows = rng.choice(len(images), batch_size, replace=False)
+      texts = [captions[r][int(rng.integers(len(captions[r])))] for r in rows]
+      yield 0, (np.asarray(images[rows]), *tokenizer(texts))
+
+  params, losses = small_trainer.fit(loss_fn, optimizer, params, batches(), frozen=locked)
   images = np.asarray(images)
   return TrainedEncoder(model, {**params, **locked}, tokenizer, tuple(images.shape[1:]), images.dtype.name), losses
 

@@ -35,7 +35,7 @@ import numpy as np
 import optax
 from absl import flags
 
-from capjax import cli, files, model_io
+from capjax import cli, files, model_io, small_trainer
 from capjax.scenes import stylized as scenes_stylized
 from capjax.text.lines import split_lines
 from capjax.text_models import bert as bert_lib
@@ -239,40 +239,26 @@ def train(data: Mapping[str, Sequence[str]], init: str | os.PathLike[str] | chec
   classifier.temporary_vocab = tmp  # the random model's vocab.txt lives until the classifier is saved and dropped
   ids, mask = classifier.encode(sentences)
   key = jax.random.key(settings.seed)
-  # Jitted: one compile instead of one per operation (Flax init op by op took ~14 s on two cores).
-  params = jax.jit(lambda k, i, m: nn.meta.unbox(classifier.module.init(k, i, m)["params"]))(
-      key, jnp.asarray(ids[:1]), jnp.asarray(mask[:1]))
+  params = small_trainer.jitted_init(classifier.module)(key, jnp.asarray(ids[:1]), jnp.asarray(mask[:1]))
   if init:
     params = {**params, "bert": model.params}
   optimizer = optax.adamw(settings.learning_rate, weight_decay=settings.weight_decay)
-  opt_state = optimizer.init(params)
 
-  @jax.jit
-  def step(params, opt_state, ids, mask, y, rng):
+  def loss_fn(p, batch, rng, frozen):
+    del frozen  # every parameter trains
+    ids, mask, y = batch
     rng, hide = jax.random.split(rng)
     if settings.word_dropout:  # never [CLS] (column 0) nor padding
       keep = jax.random.bernoulli(hide, 1 - settings.word_dropout, mask.shape).at[:, 0].set(True)
       mask = mask * keep.astype(mask.dtype)
+    logits, _ = classifier.module.apply({"params": p}, ids, mask, deterministic=False, rngs={"dropout": rng})
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
-    def loss_fn(p):
-      logits, _ = classifier.module.apply({"params": p}, ids, mask, deterministic=False, rngs={"dropout": rng})
-      return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
-
-  order_rng = np.random.default_rng(settings.seed)
-  batch = min(settings.batch_size, len(sentences))
-  for epoch in range(settings.epochs):
-    order, losses = order_rng.permutation(len(sentences)), []
-    for start in range(0, len(order) - batch + 1, batch):  # whole batches: one compiled shape
-      take = order[start:start + batch]
-      key, rng = jax.random.split(key)
-      params, opt_state, loss = step(params, opt_state, jnp.asarray(ids[take]), jnp.asarray(mask[take]),
-                                     jnp.asarray(targets[take]), rng)
-      losses.append(float(loss))
-    if log:
-      log(f"epoch {epoch + 1}/{settings.epochs}: mean loss {np.mean(losses):.4f}")
+  batch_size = min(settings.batch_size, len(sentences))
+  batches = ((epoch, (jnp.asarray(ids[take]), jnp.asarray(mask[take]), jnp.asarray(targets[take])))  # whole batches
+             for epoch, take in small_trainer.epoch_batches(len(sentences), batch_size, settings.epochs,
+                                                            settings.seed))
+  params, _ = small_trainer.fit(loss_fn, optimizer, params, batches, rng=key, epochs=settings.epochs, log=log)
   classifier.params = params
   return classifier
 

@@ -1,21 +1,21 @@
 """Training a generator: its settings (`PAPER` fine-tuning, `SCRATCH` from random weights, the `TINY` model), the
-training sequences and loss weights, a new generator sized for its pairs, and `train`."""
+training sequences and loss weights, a new generator sized for its pairs, and `train` through
+`capjax.small_trainer`."""
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from capjax import small_trainer
 from capjax.erg.generator.model import Generator, GeneratorError, Pair
 from capjax.erg.generator.vocab import BPEVocab, Vocab, WordVocab
 from capjax.text_models import gpt2 as gpt2_lib
@@ -83,8 +83,7 @@ def new_generator(pairs: Sequence[Pair], weights_dir: str | pathlib.Path | None 
     raise GeneratorError(f"training prompts of {prompt} and captions of {caption} tokens do not fit in "
                          f"n_positions={config.n_positions} — use a model with more positions")
   if params is None:
-    # Jitted: one compile, not one per operation (Flax init op by op takes seconds).
-    init = jax.jit(lambda key, ids: nn.meta.unbox(gpt2_lib.GPT2(config).init(key, ids)["params"]))
+    init = small_trainer.jitted_init(gpt2_lib.GPT2(config))
     params = jax.tree.map(np.asarray, init(jax.random.key(seed), jnp.zeros((1, 2), jnp.int32)))
   return Generator(config, params, vocab, prompt_length, caption_length)
 
@@ -98,34 +97,22 @@ def train(pairs: Sequence[Pair], settings: TrainSettings | None = None, weights_
   settings = settings or (PAPER if weights_dir is not None else SCRATCH)
   generator = new_generator(pairs, weights_dir, settings.seed, model)
   ids, mask, weights = sequences(generator, pairs)
-  batch = min(settings.batch_size, len(pairs))
-  steps_per_epoch = len(pairs) // batch
+  batch_size = min(settings.batch_size, len(pairs))
+  steps_per_epoch = len(pairs) // batch_size
   schedule = optax.cosine_decay_schedule(settings.learning_rate, max(1, steps_per_epoch * settings.epochs))
   optimizer = optax.adamw(schedule, weight_decay=settings.weight_decay)
   module, dropout = generator.module, generator.config.dropout_rate > 0 or generator.config.attention_dropout_rate > 0
 
-  def loss_fn(params, ids, mask, weights, rng):
+  def loss_fn(params, batch, rng, frozen):
+    del frozen  # every parameter trains
+    ids, mask, weights = batch
     logits = module.apply({"params": params}, ids, mask, deterministic=not dropout, rngs={"dropout": rng}).logits
     losses = optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1], ids[:, 1:])
     return jnp.sum(losses * weights[:, :-1]) / jnp.maximum(jnp.sum(weights), 1.0)
 
-  @jax.jit
-  def train_step(params, opt_state, ids, mask, weights, rng):
-    loss, grads = jax.value_and_grad(loss_fn)(params, ids, mask, weights, rng)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
-
-  params = jax.tree.map(jnp.asarray, generator.params)
-  opt_state = optimizer.init(params)
-  rng, order_rng = jax.random.key(settings.seed), np.random.default_rng(settings.seed)
-  start = time.perf_counter()
-  for epoch in range(settings.epochs):
-    order = order_rng.permutation(len(pairs))
-    for step in range(steps_per_epoch):
-      rows = order[step * batch:(step + 1) * batch]
-      rng, sub = jax.random.split(rng)
-      params, opt_state, loss = train_step(params, opt_state, ids[rows], mask[rows], weights[rows], sub)
-    if log:
-      print(f"epoch {epoch + 1}/{settings.epochs}: loss {float(loss):.4f} ({time.perf_counter() - start:.1f}s)",
-            file=sys.stderr)
+  batches = ((epoch, (ids[rows], mask[rows], weights[rows]))
+             for epoch, rows in small_trainer.epoch_batches(len(pairs), batch_size, settings.epochs, settings.seed))
+  printed = (lambda line: print(line, file=sys.stderr)) if log else None
+  params, _ = small_trainer.fit(loss_fn, optimizer, generator.params, batches, rng=jax.random.key(settings.seed),
+                                epochs=settings.epochs, log=printed)
   return dataclasses.replace(generator, params=jax.tree.map(np.asarray, params))
