@@ -256,3 +256,39 @@ def test_a_planted_override_of_a_private_tfds_method_fails(tmp_path):
   assert private_overrides(root, tfds_private_methods()) == [
       f"tfds_builders.cc3m.cc3m_dataset_builder.Builder._download_and_prepare (line {line}) overrides a private "
       "TFDS method"]
+
+
+# ------------------------------------------------------------------------------------------------ checkpointers
+
+# The one module that builds orbax checkpointers (auxiliary models' parameters: generator, dual encoder, style
+# classifier, converted text models and Inception-ResNet-v2 weights). capjax/train.py builds an orbax
+# `CheckpointManager`, a manager of the captioner's step folders rather than a checkpointer, and is not matched.
+CHECKPOINTER_MODULE = "capjax.model_io"
+
+
+def checkpointer_constructions(root: pathlib.Path) -> list[str]:
+  """`module (line N) constructs orbax's NAME` for each call, outside CHECKPOINTER_MODULE, of a name or attribute
+  ending in `Checkpointer` (StandardCheckpointer, PyTreeCheckpointer, Checkpointer, AsyncCheckpointer, ...)."""
+  found = []
+  for module, path in sorted(module_files(root).items()):
+    if module == CHECKPOINTER_MODULE or not module.startswith(("capjax", "tfds_builders")):
+      continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+      if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name.endswith("Checkpointer"):
+          found.append(f"{module} (line {node.lineno}) constructs orbax's {name}: save and load through "
+                       f"{CHECKPOINTER_MODULE}")
+  return found
+
+
+def test_only_the_save_load_module_constructs_an_orbax_checkpointer():
+  assert checkpointer_constructions(REPO) == []
+
+
+def test_a_planted_checkpointer_fails(tmp_path):
+  root = _copy(tmp_path)
+  line = _plant(root / "capjax" / "gallery.py", "import orbax.checkpoint as ocp; ocp.PyTreeCheckpointer()")
+  planted = "capjax.gallery (line {}) constructs orbax's PyTreeCheckpointer: save and load through capjax.model_io"
+  assert planted.format(line) in checkpointer_constructions(root)

@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import pathlib
-import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from capjax import model_io, small_trainer
 from capjax.data.vocab import Vocabulary, build_vocabulary
 from capjax.models import encoders, layers
 from capjax.text_models import bert as bert_lib
@@ -266,7 +266,7 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
   batch_size = min(batch_size, len(images))
   rng = np.random.default_rng(seed)
   ids0, mask0 = tokenizer([captions[0][0]] * batch_size)
-  init = jax.jit(lambda key, x, i, m: nn.meta.unbox(model.init(key, x, i, m)["params"]))  # one compile, not one per op
+  init = small_trainer.jitted_init(model)
   init_args = (jax.random.key(seed), np.asarray(images[:batch_size]), ids0, mask0)
   if pretrained is not None:  # shapes first: a mismatch is refused before anything compiles
     _check_text_params(jax.eval_shape(init, *init_args)["text_tower"], pretrained.text_params)
@@ -278,22 +278,18 @@ def train(images: np.ndarray, captions: Sequence[Sequence[str]], *, model: DualE
     params = {**params, "text_tower": jax.tree.map(jnp.asarray, pretrained.text_params)}
     if lock_text:  # outside the differentiated tree: no backward pass through it, no update, no decay
       locked = {"text_tower": params.pop("text_tower")}
-  opt_state = optimizer.init(params)
 
-  @jax.jit
-  def step(params, locked, opt_state, images, ids, mask):  # locked: an argument, not constants baked into the HLO
-    def loss_fn(p):
-      return info_nce(*model.apply({"params": {**p, **locked}}, images, ids, mask))
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
+  def loss_fn(p, batch, key, locked):  # locked: an argument, not constants baked into the HLO
+    del key  # no dropout
+    return info_nce(*model.apply({"params": {**p, **locked}}, *batch))
 
-  losses = []
-  for _ in range(steps):
-    rows = rng.choice(len(images), batch_size, replace=False)
-    texts = [captions[r][int(rng.integers(len(captions[r])))] for r in rows]
-    params, opt_state, loss = step(params, locked, opt_state, np.asarray(images[rows]), *tokenizer(texts))
-    losses.append(float(loss))
+  def batches():  # each step: batch_size distinct images, one caption of each
+    for _ in range(steps):
+      rows = rng.choice(len(images), batch_size, replace=False)
+      texts = [captions[r][int(rng.integers(len(captions[r])))] for r in rows]
+      yield 0, (np.asarray(images[rows]), *tokenizer(texts))
+
+  params, losses = small_trainer.fit(loss_fn, optimizer, params, batches(), frozen=locked)
   images = np.asarray(images)
   return TrainedEncoder(model, {**params, **locked}, tokenizer, tuple(images.shape[1:]), images.dtype.name), losses
 
@@ -356,25 +352,18 @@ def save(encoder: TrainedEncoder, directory: str | pathlib.Path, training: dict[
          ) -> pathlib.Path:
   """Writes `encoder` (the default model only: a RetrieverError otherwise) to `directory`; `training` (e.g. the
   data, steps and seed it was trained with) is kept in `retriever.json` for the reader."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415 (only saving and loading need orbax)
   meta = _description(encoder)
   params = jax.tree.map(np.asarray, nn.meta.unbox(encoder.params))
   meta["params_sha256"] = params_digest(params)
   meta["training"] = dict(training or {})
-  directory = pathlib.Path(directory).resolve()
-  directory.mkdir(parents=True, exist_ok=True)
-  if isinstance(encoder.tokenizer, BertTokenizer):
-    shutil.copyfile(encoder.tokenizer.vocab_file, directory / BERT_VOCAB_FILE)
-  with ocp.StandardCheckpointer() as checkpointer:
-    checkpointer.save(directory / VARIABLES_DIR, params, force=True)
-  (directory / RETRIEVER_FILE).write_text(json.dumps(meta, indent=2) + "\n")  # last: a directory with it is whole
-  return directory
+  copies = ({BERT_VOCAB_FILE: encoder.tokenizer.vocab_file} if isinstance(encoder.tokenizer, BertTokenizer) else {})
+  # retriever.json is renamed into place last: a directory with it is whole
+  return model_io.save(directory, {VARIABLES_DIR: params}, {RETRIEVER_FILE: json.dumps(meta, indent=2) + "\n"}, copies)
 
 
 def load(directory: str | pathlib.Path) -> TrainedEncoder:
   """The retriever saved in `directory`; a RetrieverError when it is not a whole one (no or unreadable
   `retriever.json`, parameters of other shapes or another checksum than it describes)."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415
   directory = pathlib.Path(directory).resolve()
   meta_path = directory / RETRIEVER_FILE
   if not meta_path.is_file():
@@ -405,18 +394,13 @@ def load(directory: str | pathlib.Path) -> TrainedEncoder:
   except (ValueError, KeyError, TypeError, AttributeError) as error:  # not JSON, a field missing or of a wrong type
     raise RetrieverError(f"{meta_path} is not a readable retriever description ({type(error).__name__}: "
                          f"{' '.join(str(error).split())[:200]}) — {SAVE_HINT}") from error
-  target = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), shapes)
+  held = f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes"
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
-      params = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # orbax and tensorstore raise many types for a missing or foreign file
-    raise RetrieverError(f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes "
-                         f"({type(error).__name__}) — {SAVE_HINT}") from error
-  params = jax.tree.map(np.asarray, params)
-  # orbax restores a stored array whole even when the target's shape differs; the checksum catches the rest.
-  if (jax.tree.structure(params) != jax.tree.structure(target)
-      or any(np.shape(a) != b.shape for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(target)))
-      or params_digest(params) != expected_digest):
-    raise RetrieverError(f"{directory / VARIABLES_DIR} does not hold the parameters {RETRIEVER_FILE} describes "
-                         f"(their shapes or checksum differ) — {SAVE_HINT}")
+    params = model_io.restore(directory / VARIABLES_DIR, shapes)
+  except model_io.RestoreError as error:
+    raise RetrieverError(f"{held} ({type(error.cause).__name__}) — {SAVE_HINT}") from error
+  except model_io.ShapeError as error:
+    raise RetrieverError(f"{held} (their shapes or checksum differ) — {SAVE_HINT}") from error
+  if params_digest(params) != expected_digest:
+    raise RetrieverError(f"{held} (their shapes or checksum differ) — {SAVE_HINT}")
   return TrainedEncoder(model, params, tokenizer, image_shape, image_dtype)

@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from capjax import model_io
+
 IMAGE_SIZE = 299
 MIN_IMAGE_SIZE = 75  # the smallest input the released layout accepts (Keras enforces it too)
 GRID_FEATURES = 1536
@@ -349,14 +351,9 @@ VARIABLES_DIR = "variables"
 
 def save_converted(directory: str | pathlib.Path, variables: Variables, metadata: Mapping[str, Any]) -> pathlib.Path:
   """Writes `variables` as an orbax checkpoint in `directory/variables` and `metadata` as JSON beside it."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415 (only conversion and loading need orbax)
-  directory = pathlib.Path(directory).resolve()
-  directory.mkdir(parents=True, exist_ok=True)
   tree = jax.tree_util.tree_map(np.asarray, nn.meta.unbox(dict(variables)))
-  with ocp.StandardCheckpointer() as checkpointer:
-    checkpointer.save(directory / VARIABLES_DIR, tree, force=True)
-  (directory / METADATA_FILE).write_text(json.dumps(dict(metadata), indent=2, sort_keys=True) + "\n")
-  return directory
+  text = json.dumps(dict(metadata), indent=2, sort_keys=True) + "\n"
+  return model_io.save(directory, {VARIABLES_DIR: tree}, {METADATA_FILE: text})
 
 
 class WeightsError(ValueError):
@@ -382,16 +379,13 @@ def read_metadata(directory: str | pathlib.Path) -> dict[str, Any]:
 
 def load_converted(directory: str | pathlib.Path) -> dict[str, Any]:
   """Variables ({"params", "batch_stats"}, numpy arrays) converted by `capjax.tools.convert_weights`."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415
   directory = pathlib.Path(directory).resolve()
   metadata = read_metadata(directory)
   model = InceptionResNetV2(num_classes=metadata["num_classes"])
-  target = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), nn.meta.unbox(abstract_variables(model)))
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
-      restored = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # orbax and tensorstore raise many types for a missing, cut or foreign file
+    return model_io.restore(directory / VARIABLES_DIR, nn.meta.unbox(abstract_variables(model)))
+  except model_io.ParamsError as error:  # a missing, cut or foreign checkpoint, or parameters of other shapes
+    cause = error.cause if isinstance(error, model_io.RestoreError) else error
     raise WeightsError(f"{directory / VARIABLES_DIR} does not hold Inception-ResNet-v2 variables with "
-                       f"{metadata['num_classes']} classes ({type(error).__name__}: {str(error)[:200]}) — convert the "
+                       f"{metadata['num_classes']} classes ({type(cause).__name__}: {str(cause)[:200]}) — convert the "
                        "weights again with `python -m capjax.tools.convert_weights`") from error
-  return jax.tree_util.tree_map(np.asarray, restored)

@@ -8,15 +8,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import shutil
 from collections.abc import Mapping
 from typing import Any
 
 import flax.linen as nn
-import jax
-import numpy as np
-from flax import traverse_util
 
+from capjax import model_io
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import gpt2 as gpt2_lib
 from capjax.text_models.config import ConfigError
@@ -54,18 +51,14 @@ def abstract_params(config: bert_lib.BertConfig | gpt2_lib.GPT2Config) -> Any:
 
 
 def save(directory: str | pathlib.Path, kind: str, config: bert_lib.BertConfig | gpt2_lib.GPT2Config,
-         params: Mapping[str, Any], metadata: Mapping[str, Any], tokenizer_dir: str | pathlib.Path) -> pathlib.Path:
-  """Writes the converted model; the tokenizer files are copied from `tokenizer_dir`."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415 (only conversion and loading need orbax)
-  directory = pathlib.Path(directory).resolve()
-  directory.mkdir(parents=True, exist_ok=True)
-  for name in TOKENIZER_FILES[kind]:
-    shutil.copyfile(pathlib.Path(tokenizer_dir) / name, directory / name)
-  with ocp.StandardCheckpointer() as checkpointer:
-    checkpointer.save(directory / VARIABLES_DIR, jax.tree.map(np.asarray, dict(params)), force=True)
-  (directory / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
-  (directory / METADATA_FILE).write_text(json.dumps(dict(metadata), indent=2, sort_keys=True) + "\n")
-  return directory
+         params: Mapping[str, Any], metadata: Mapping[str, Any], tokenizer_dir: str | pathlib.Path, *,
+         more_trees: Mapping[str, Any] | None = None, more_texts: Mapping[str, str] | None = None) -> pathlib.Path:
+  """Writes the converted model; the tokenizer files are copied from `tokenizer_dir`. `more_trees` and
+  `more_texts` (a fine-tuned model's head and its description) are saved with it, their texts last."""
+  texts = {CONFIG_FILE: json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n",
+           METADATA_FILE: json.dumps(dict(metadata), indent=2, sort_keys=True) + "\n", **(more_texts or {})}
+  copies = {name: pathlib.Path(tokenizer_dir) / name for name in TOKENIZER_FILES[kind]}
+  return model_io.save(directory, {VARIABLES_DIR: dict(params), **(more_trees or {})}, texts, copies)
 
 
 def read_json(path: pathlib.Path) -> dict[str, Any]:
@@ -84,7 +77,6 @@ def read_json(path: pathlib.Path) -> dict[str, Any]:
 def load(directory: str | pathlib.Path, kind: str | None = None) -> TextModel:
   """The converted model in `directory`; `kind` ("bert"/"gpt2"), if given, is required. Every failure is a
   WeightsError whose message says what is wrong and how to convert again."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415
   directory = pathlib.Path(directory).resolve()
   try:
     raw = read_json(directory / CONFIG_FILE)
@@ -99,18 +91,14 @@ def load(directory: str | pathlib.Path, kind: str | None = None) -> TextModel:
         raise WeightsError(f"{directory / name} is missing")
   except (WeightsError, ConfigError) as error:
     raise WeightsError(f"{error} — {CONVERT}") from error
-  target = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), nn.meta.unbox(abstract_params(config)))
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
-      params = checkpointer.restore(directory / VARIABLES_DIR, target)
-  except Exception as error:  # orbax and tensorstore raise many types for a missing, cut or foreign file
+    params = model_io.restore(directory / VARIABLES_DIR, nn.meta.unbox(abstract_params(config)))
+  except model_io.RestoreError as error:  # a missing, cut or foreign checkpoint
+    cause = error.cause
     raise WeightsError(f"{directory / VARIABLES_DIR} does not hold the parameters {directory / CONFIG_FILE} describes "
-                       f"({type(error).__name__}: {' '.join(str(error).split())[:200]}) — {CONVERT}") from error
-  # orbax restores a stored array whole even when the target's shape differs: compare them here.
-  expected = traverse_util.flatten_dict(target)
-  for path, value in traverse_util.flatten_dict(params).items():
-    if path not in expected or np.shape(value) != expected[path].shape:
-      raise WeightsError(f"{directory / VARIABLES_DIR} does not hold the parameters {directory / CONFIG_FILE} "
-                         f"describes ({'/'.join(path)} has shape {np.shape(value)}, the config needs "
-                         f"{expected[path].shape if path in expected else 'no such parameter'}) — {CONVERT}")
-  return TextModel(found, config, jax.tree.map(np.asarray, params), directory)
+                       f"({type(cause).__name__}: {' '.join(str(cause).split())[:200]}) — {CONVERT}") from error
+  except model_io.ShapeError as error:
+    raise WeightsError(f"{directory / VARIABLES_DIR} does not hold the parameters {directory / CONFIG_FILE} "
+                       f"describes ({'/'.join(error.keys)} has shape {error.got}, the config needs "
+                       f"{error.want if error.want is not None else 'no such parameter'}) — {CONVERT}") from error
+  return TextModel(found, config, params, directory)

@@ -35,7 +35,7 @@ import numpy as np
 import optax
 from absl import flags
 
-from capjax import cli, files
+from capjax import cli, files, model_io, small_trainer
 from capjax.scenes import stylized as scenes_stylized
 from capjax.text.lines import split_lines
 from capjax.text_models import bert as bert_lib
@@ -167,21 +167,16 @@ class StyleClassifier:
     return float(np.mean(self.probabilities(sentences).argmax(-1) == labels))
 
   def save(self, directory: str | os.PathLike[str]) -> pathlib.Path:
-    import orbax.checkpoint as ocp  # noqa: PLC0415 (only saving and loading need orbax)
     params = jax.tree.map(np.asarray, dict(self.params))
-    directory = checkpoint.save(directory, "bert", self.config, params["bert"], {"source": "style_classifier"},
-                                self.tokenizer_dir)
-    with ocp.StandardCheckpointer() as checkpointer:
-      checkpointer.save(directory / HEAD_DIR, params["head"], force=True)
     meta = {"format": "capjax.style_classifier", "labels": list(self.labels),
             "settings": dataclasses.asdict(self.settings) if self.settings else None}
-    (directory / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    return directory
+    return checkpoint.save(directory, "bert", self.config, params["bert"], {"source": "style_classifier"},
+                           self.tokenizer_dir, more_trees={HEAD_DIR: params["head"]},
+                           more_texts={META_FILE: json.dumps(meta, indent=2) + "\n"})
 
   @classmethod
   def load(cls, directory: str | os.PathLike[str]) -> StyleClassifier:
     """The classifier saved in `directory`; anything else is a StyleModelError saying what to do."""
-    import orbax.checkpoint as ocp  # noqa: PLC0415
     directory = pathlib.Path(directory)
     train = "train one with `python -m capjax.text_models.style_classifier --output=DIR`"
     if not (directory / META_FILE).is_file():
@@ -192,16 +187,17 @@ class StyleClassifier:
       model = checkpoint.load(directory, "bert")
       target = {"kernel": np.zeros((model.config.hidden_size, len(labels)), np.float32),
                 "bias": np.zeros((len(labels),), np.float32)}
-      with ocp.StandardCheckpointer() as checkpointer:
-        head = checkpointer.restore(directory / HEAD_DIR, target)
-      if any(np.shape(head[k]) != target[k].shape for k in target):
-        raise StyleModelError(f"{directory / HEAD_DIR} does not fit {len(labels)} labels")
+      try:
+        head = model_io.restore(directory / HEAD_DIR, target)
+      except model_io.ShapeError as error:
+        raise StyleModelError(f"{directory / HEAD_DIR} does not fit {len(labels)} labels") from error
       tokenizer = tokenizers.WordPiece(directory / "vocab.txt", model.config.do_lower_case)
     except (checkpoint.WeightsError, tokenizers.TokenizerError, StyleModelError) as error:
       raise StyleModelError(f"{directory} is not a whole style classifier ({str(error).split(' — ')[0]}) — "
                             f"{train}") from error
-    except Exception as error:  # orbax raises many types for a missing or foreign head
-      raise StyleModelError(f"{directory / HEAD_DIR} is not a classifier head ({type(error).__name__}) — {train}") \
+    except Exception as error:  # a missing or foreign head (model_io.RestoreError), a description of other types
+      cause = error.cause if isinstance(error, model_io.RestoreError) else error
+      raise StyleModelError(f"{directory / HEAD_DIR} is not a classifier head ({type(cause).__name__}) — {train}") \
           from error
     settings = Settings(**meta["settings"]) if isinstance(meta.get("settings"), dict) else None
     classifier = cls(model.config, {"bert": model.params, "head": head}, labels, tokenizer, settings)
@@ -243,40 +239,26 @@ def train(data: Mapping[str, Sequence[str]], init: str | os.PathLike[str] | chec
   classifier.temporary_vocab = tmp  # the random model's vocab.txt lives until the classifier is saved and dropped
   ids, mask = classifier.encode(sentences)
   key = jax.random.key(settings.seed)
-  # Jitted: one compile instead of one per operation (Flax init op by op took ~14 s on two cores).
-  params = jax.jit(lambda k, i, m: nn.meta.unbox(classifier.module.init(k, i, m)["params"]))(
-      key, jnp.asarray(ids[:1]), jnp.asarray(mask[:1]))
+  params = small_trainer.jitted_init(classifier.module)(key, jnp.asarray(ids[:1]), jnp.asarray(mask[:1]))
   if init:
     params = {**params, "bert": model.params}
   optimizer = optax.adamw(settings.learning_rate, weight_decay=settings.weight_decay)
-  opt_state = optimizer.init(params)
 
-  @jax.jit
-  def step(params, opt_state, ids, mask, y, rng):
+  def loss_fn(p, batch, rng, frozen):
+    del frozen  # every parameter trains
+    ids, mask, y = batch
     rng, hide = jax.random.split(rng)
     if settings.word_dropout:  # never [CLS] (column 0) nor padding
       keep = jax.random.bernoulli(hide, 1 - settings.word_dropout, mask.shape).at[:, 0].set(True)
       mask = mask * keep.astype(mask.dtype)
+    logits, _ = classifier.module.apply({"params": p}, ids, mask, deterministic=False, rngs={"dropout": rng})
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
-    def loss_fn(p):
-      logits, _ = classifier.module.apply({"params": p}, ids, mask, deterministic=False, rngs={"dropout": rng})
-      return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
-
-  order_rng = np.random.default_rng(settings.seed)
-  batch = min(settings.batch_size, len(sentences))
-  for epoch in range(settings.epochs):
-    order, losses = order_rng.permutation(len(sentences)), []
-    for start in range(0, len(order) - batch + 1, batch):  # whole batches: one compiled shape
-      take = order[start:start + batch]
-      key, rng = jax.random.split(key)
-      params, opt_state, loss = step(params, opt_state, jnp.asarray(ids[take]), jnp.asarray(mask[take]),
-                                     jnp.asarray(targets[take]), rng)
-      losses.append(float(loss))
-    if log:
-      log(f"epoch {epoch + 1}/{settings.epochs}: mean loss {np.mean(losses):.4f}")
+  batch_size = min(settings.batch_size, len(sentences))
+  batches = ((epoch, (jnp.asarray(ids[take]), jnp.asarray(mask[take]), jnp.asarray(targets[take])))  # whole batches
+             for epoch, take in small_trainer.epoch_batches(len(sentences), batch_size, settings.epochs,
+                                                            settings.seed))
+  params, _ = small_trainer.fit(loss_fn, optimizer, params, batches, rng=key, epochs=settings.epochs, log=log)
   classifier.params = params
   return classifier
 
