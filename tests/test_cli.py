@@ -10,7 +10,8 @@ WARNING: All log messages before absl::InitializeLog() is called are written to 
 I0000 00:00:1796220288.692645     582 port.cc:153] oneDNN custom operations are on. You may see slightly different \
 numerical results due to floating-point round-off errors from different computation orders. To turn them off, set the \
 environment variable `TF_ENABLE_ONEDNN_OPTS=0`.
-I0000 00:00:1796220288.702024     582 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.
+I0000 00:00:1796220288.702024     582 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not \
+be used.
 I0000 00:00:1796220289.186971     582 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use available \
 CPU instructions in performance-critical operations.
 To enable the following instructions: AVX2 AVX512F AVX512_VNNI AVX512_BF16 FMA, in other operations, rebuild \
