@@ -14,6 +14,7 @@ Values: `parse` refuses a float flag that is NaN or infinite in every command (a
 
 from __future__ import annotations
 
+import contextlib
 import logging as pylogging
 import os
 import errno
@@ -21,8 +22,10 @@ import re
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # every command imports this module before TensorFlow loads
 
 from absl import app, flags, logging
 
@@ -202,6 +205,7 @@ def run(main: Callable[[list[str]], int | None]) -> NoReturn:
         traceback.print_exception(error)
       fail(message)
 
+  logging.get_absl_handler().addFilter(QuietLibraries())  # every command: the libraries' INFO lines off
   app.run(guarded, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), list(argv))[1])
 
 
@@ -219,3 +223,35 @@ def quiet_library_logs() -> None:
   """absl's INFO on (a command's own step logs), the libraries' INFO off (`QuietLibraries`)."""
   logging.set_verbosity(logging.INFO)
   logging.get_absl_handler().addFilter(QuietLibraries())
+
+
+# The native start-up lines TensorFlow 2.21 writes to file descriptor 2 whatever TF_CPP_MIN_LOG_LEVEL says (its C++
+# logging runs before absl::InitializeLog): the oneDNN and CPU-instruction notices, the CUDA probes of a machine
+# without a GPU. Other native lines (errors, and warnings of any other kind) are kept.
+NATIVE_NOISE = re.compile(
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|[IW]\d{4} [\d:.]+ +\d+ (port|cudart_stub|cpu_feature_guard|cuda_executor|cuda_diagnostics)\.cc:\d+\] .*"
+    r"|E\d{4} [\d:.]+ +\d+ cuda_(platform|executor)\.cc:\d+\] failed call to cuInit.*"
+    r"|To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags\.")
+
+
+@contextlib.contextmanager
+def quiet_native_startup() -> Iterator[None]:
+  """Runs the block (a library's first import or device probe) with file descriptor 2 in a temporary file, then
+  writes what the block wrote there back to stderr, less the lines NATIVE_NOISE matches."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      captured.seek(0)
+      kept = [line for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+              if not NATIVE_NOISE.fullmatch(line.rstrip("\n"))]
+      if kept:
+        sys.stderr.write("".join(kept))
+        sys.stderr.flush()

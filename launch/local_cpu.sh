@@ -2,6 +2,7 @@
 # Local CPU debugging mode: a tiny model for a few steps with NaN checks, on N fake devices (default 1).
 #   launch/local_cpu.sh [NUM_FAKE_DEVICES] [extra flags...]
 # e.g. launch/local_cpu.sh 8 --config.mesh.model=2   (data=4 x model=2 on 8 fake CPU devices)
+# It runs `make venv` first: creates or updates .venv from the pinned dependencies (minutes the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 devices="${1:-1}"; shift || true

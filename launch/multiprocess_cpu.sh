@@ -2,6 +2,7 @@
 # Multi-host rehearsal on one machine: NUM_PROCESSES processes x DEVICES fake CPU devices each, talking through
 # gloo, exactly as a multi-host GPU/TPU job would (each process reads its own data shard).
 #   launch/multiprocess_cpu.sh [NUM_PROCESSES=2] [DEVICES=4] [extra flags...]
+# It runs `make venv` first: creates or updates .venv from the pinned dependencies (minutes the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 procs="${1:-2}"; devices="${2:-4}"; shift 2 || true

@@ -2,6 +2,9 @@
 # Cloud TPU VM (single host or pod slice): copy the repo to every worker, set up, train, and relaunch after a
 # preemption until the run is over.
 #   TPU_NAME=my-tpu ZONE=us-central2-b launch/tpu_vm.sh [--dry-run] --config=configs/t2t.py --workdir=/mnt/runs/t2t
+# What it does on each worker: copies to ~/capjax only what the set-up and the run need (Makefile, pyproject.toml,
+# setup.cfg, constraints.txt, README.md, capjax/, configs/, tfds_builders/: never .venv/, workdir/ or data), then
+# runs `make venv` there (creates or updates ~/capjax/.venv, installs jax[tpu]) before the command.
 # Every worker runs the same command (--worker=all); capjax.main calls jax.distributed.initialize(), which reads the
 # coordinator (worker 0, port 8482) from the TPU metadata; each process reads its own data shard, and orbax writes
 # one checkpoint for all. --workdir must be a path that every worker sees and that outlives the VM (a Filestore NFS
@@ -45,7 +48,11 @@ quote() {  # the arguments as one shell line, quoted where needed (`--flag='a va
 
 remote="cd ~/$repo && make venv && .venv/bin/pip install -q \"jax[tpu]==0.10.2\" && .venv/bin/python -m \
 ${MODULE:-capjax.main} --distributed=on $(quote "${args[@]}")"
-copy=(gcloud compute tpus tpu-vm scp --recurse --zone="$ZONE" --worker=all . "$TPU_NAME:~/$repo")
+# The copy: the files `make venv` and the run need, staged as a folder named $repo (scp merges it into ~/$repo).
+needed=(Makefile pyproject.toml setup.cfg constraints.txt README.md capjax configs tfds_builders)
+stage=STAGE  # the dry run's name for it; a run makes it below
+((dry_run)) || stage="$(mktemp -d)"
+copy=(gcloud compute tpus tpu-vm scp --recurse --zone="$ZONE" --worker=all "$stage/$repo" "$TPU_NAME:~")
 launch=(gcloud compute tpus tpu-vm ssh "$TPU_NAME" --zone="$ZONE" --worker=all --command="$remote")
 describe=(gcloud compute tpus tpu-vm describe "$TPU_NAME" --zone="$ZONE" --format=value\(state\))
 delete=(gcloud compute tpus tpu-vm delete "$TPU_NAME" --zone="$ZONE" --quiet)
@@ -54,6 +61,7 @@ create=(gcloud compute tpus tpu-vm create "$TPU_NAME" --zone="$ZONE" --accelerat
 
 if ((dry_run)); then
   echo "# coordinator: worker 0 of $TPU_NAME, port 8482 (jax.distributed.initialize() reads it from the TPU metadata)"
+  echo "# STAGE: a temporary folder; STAGE/$repo holds ${needed[*]}"
   quote "${copy[@]}"
   quote "${launch[@]}"
   echo "# relaunch (up to $max_relaunches times): when the run printed \"interrupted at step N\", or failed while"
@@ -74,7 +82,9 @@ tpu_state() {
 }
 
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+trap 'rm -rf "$log" "$stage"' EXIT
+mkdir "$stage/$repo"
+tar -c --exclude=__pycache__ "${needed[@]}" | tar -x -C "$stage/$repo"
 for ((relaunch = 0; ; relaunch++)); do
   status=0
   "${copy[@]}" || status=$?

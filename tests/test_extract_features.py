@@ -111,3 +111,7 @@ def test_no_matching_images_is_a_usage_error(weights_dir, tmp_path, capsys):
   assert exit_info.value.code == 2
   assert capsys.readouterr().err == (f"error: no files match --images='{tmp_path}/*.jpg' — give a glob of image "
                                      "files, e.g. 'photos/**/*.jpg'\n")
+
+def test_the_commands_sizes_are_the_networks():
+  # the command names them without importing the network (jax), so that --help answers fast
+  assert (ef.IMAGE_SIZE, ef.MIN_IMAGE_SIZE) == (irv2.IMAGE_SIZE, irv2.MIN_IMAGE_SIZE)

@@ -315,3 +315,9 @@ def test_blind_study_sheets_of_feature_models_show_the_source_picture_of_each_va
   page = (tmp_path / "study" / "rater_1.html").read_text()
   for i in (3, 7):
     assert human_eval.picture_uri(pixels[int(variant[i]["source_index"])]["image"]) in page
+
+
+def test_the_commands_names_are_the_libraries():
+  # the command names them without importing capjax.features and capjax.distributed (jax): --help answers fast
+  from capjax import distributed, features
+  assert (etf.DEFAULT_VARIANT, etf.DISTRIBUTED_MODES) == (features.DEFAULT_VARIANT, distributed.MODES)

@@ -13,6 +13,9 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ARGS = ["--config=configs/t2t.py", "--workdir=/mnt/runs/t2t"]
+# what launch/tpu_vm.sh copies to the workers (`make venv` and the run need them; .venv/, workdir/ and data stay)
+STAGED = ["Makefile", "pyproject.toml", "setup.cfg", "constraints.txt", "README.md", "capjax", "configs",
+          "tfds_builders"]
 TPU_SSH = ("gcloud compute tpus tpu-vm ssh my-tpu --zone=us-central2-b --worker=all --command='cd ~/capjax && make "
            "venv && .venv/bin/pip install -q \"jax[tpu]==0.10.2\" && .venv/bin/python -m {module} --distributed=on "
            "{args}'")
@@ -40,7 +43,8 @@ def test_tpu_dry_run_prints_one_command_for_every_worker_and_the_relaunch():
   assert proc.returncode == 0 and proc.stderr == ""
   assert proc.stdout.splitlines() == [
       "# coordinator: worker 0 of my-tpu, port 8482 (jax.distributed.initialize() reads it from the TPU metadata)",
-      "gcloud compute tpus tpu-vm scp --recurse --zone=us-central2-b --worker=all . 'my-tpu:~/capjax'",
+      "# STAGE: a temporary folder; STAGE/capjax holds " + " ".join(STAGED),
+      "gcloud compute tpus tpu-vm scp --recurse --zone=us-central2-b --worker=all STAGE/capjax 'my-tpu:~'",
       TPU_SSH.format(module="capjax.main", args=" ".join(ARGS)),
       "# relaunch (up to 100 times): when the run printed \"interrupted at step N\", or failed while",
       "# the TPU is PREEMPTED; its state:",
@@ -55,9 +59,9 @@ def test_tpu_dry_run_with_a_module_and_the_recreation_of_a_preempted_tpu():
   proc = _script("tpu_vm.sh", ["--dataset=cc3m", "--dry-run"], env)
   assert proc.returncode == 0 and proc.stderr == ""
   lines = proc.stdout.splitlines()
-  assert lines[2] == TPU_SSH.format(module="capjax.tools.extract_tfds_features", args="--dataset=cc3m")
-  assert lines[3] == "# relaunch (up to 7 times): when the run printed \"interrupted at step N\", or failed while"
-  assert lines[6:] == [
+  assert lines[3] == TPU_SSH.format(module="capjax.tools.extract_tfds_features", args="--dataset=cc3m")
+  assert lines[4] == "# relaunch (up to 7 times): when the run printed \"interrupted at step N\", or failed while"
+  assert lines[7:] == [
       "# a PREEMPTED or TERMINATED TPU is recreated first:",
       "gcloud compute tpus tpu-vm delete my-tpu --zone=us-central2-b --quiet",
       "gcloud compute tpus tpu-vm create my-tpu --zone=us-central2-b --accelerator-type=v4-32 "
@@ -131,10 +135,10 @@ def test_the_printed_lines_give_back_the_arguments_as_typed(script, env, tmp_pat
 # A gcloud that acts out a job: each `ssh` takes the next (output, exit status, TPU state after it) of its plan;
 # `describe` prints the state; `delete` and `create` change it. Every call is recorded, one per line.
 FAKE_GCLOUD = """#!{python}
-import json, pathlib, sys
+import json, os, pathlib, sys
 here = pathlib.Path(__file__).parent
 calls, state, plan = here / "calls", here / "state", json.loads((here / "plan").read_text())
-args = sys.argv[1:]
+args = [",".join(sorted(os.listdir(a))) if os.path.isdir(a) else a for a in sys.argv[1:]]  # a copied folder: its list
 with calls.open("a") as f:
   f.write(" ".join(a for a in args[3:] if not a.startswith("--command=")) + "\\n")
 verb = args[3]
@@ -172,7 +176,7 @@ def _tpu_job(tmp_path: pathlib.Path, plan: list, **env: str) -> tuple[subprocess
   return proc, (bin_dir / "calls").read_text().splitlines()
 
 
-COPY = "scp --recurse --zone=us-central2-b --worker=all . my-tpu:~/capjax"
+COPY = f"scp --recurse --zone=us-central2-b --worker=all {','.join(sorted(STAGED))} my-tpu:~"
 SSH = "ssh my-tpu --zone=us-central2-b --worker=all"
 DESCRIBE = "describe my-tpu --zone=us-central2-b --format=value(state)"
 

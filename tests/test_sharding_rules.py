@@ -331,6 +331,12 @@ def test_config_validation_rejects_impossible_mesh_sizes(fields, message):
 # ------------------------------------------------------------------------------------------ sharding report
 
 
+def test_the_reports_names_are_the_sharding_modules():
+  # the report names the rules and axes without importing capjax.sharding (jax), so that --help answers fast
+  assert sharding_report.RULE_NAMES == tuple(sharding.RULES)
+  assert sharding_report.MESH_AXES == sharding.MESH_AXES
+
+
 def test_the_report_of_a_small_lstm_by_hand(capsys):
   """configs/rnn.py:debug (d=32, 1536-d features, 37 words in 64 rows) on tp over data=2 x model=2, float32:
   embedding 64x32x4 / 2 = 4,096 B; the projection 1536x32 and its bias stay whole (196,608 + 128 B); the 16 LSTM

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from absl import flags
 
 from capjax import cli
-from capjax.data import integrity, sources
+from capjax.data import integrity
 
 FLAGS = flags.FlagValues()
 _DATASET = flags.DEFINE_string("dataset", "synthetic_scenes", "TFDS name of the dataset to build (NAME or NAME/CONFIG)",
@@ -115,6 +115,7 @@ def restore(aside: str | None, folder: str | None) -> None:
 
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
+  from capjax.data import sources  # noqa: PLC0415 (imports jax: not for --help and flag errors)
   dataset, _, config_name = _DATASET.value.partition("/")
   if config_name and _CONFIG.value and config_name != _CONFIG.value:
     cli.fail(f"--dataset={_DATASET.value} and --config={_CONFIG.value} name two configs — give one")

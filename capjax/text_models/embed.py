@@ -18,18 +18,21 @@ import functools
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as capjax.main: TensorFlow (the WordPiece tables) quietly
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
 from capjax import cli, files
 from capjax.text.lines import split_lines
-from capjax.text_models import bert as bert_lib
-from capjax.text_models import checkpoint, tokenizers
+from capjax.text_models import tokenizers
+
+if TYPE_CHECKING:
+  from capjax.text_models import checkpoint
+
+# jax, the model and its checkpoint module are imported where they are used: --help answers without them (1.3 s).
 
 
 class InputError(ValueError):
@@ -40,6 +43,7 @@ class Embedder:
   """A converted BERT-family model with its tokenizer, for mean-pooled sentence embeddings."""
 
   def __init__(self, model: checkpoint.TextModel):
+    from capjax.text_models import checkpoint  # noqa: PLC0415
     if model.kind != "bert":
       raise checkpoint.WeightsError(f"{model.directory} holds a {model.kind} model — embeddings need a BERT-family "
                                     "checkpoint (--format=hf_bert)")
@@ -48,10 +52,14 @@ class Embedder:
 
   @classmethod
   def load(cls, directory: str | os.PathLike[str]) -> Embedder:
+    from capjax.text_models import checkpoint  # noqa: PLC0415
     return cls(checkpoint.load(directory, "bert"))
 
   @functools.cached_property
   def _forward(self):
+    import jax  # noqa: PLC0415
+
+    from capjax.text_models import bert as bert_lib  # noqa: PLC0415
     module = bert_lib.Bert(self.model.config)
 
     @jax.jit
@@ -62,6 +70,7 @@ class Embedder:
   def embed(self, sentences: Sequence[str], normalize: bool = False, batch_size: int = 64
             ) -> tuple[np.ndarray, list[int]]:
     """(embeddings (len(sentences), hidden) float32, indices of the sentences cut to max_position_embeddings)."""
+    import jax.numpy as jnp  # noqa: PLC0415
     for i, sentence in enumerate(sentences):
       if not sentence.strip():
         raise InputError(f"sentence {i + 1} is empty")
@@ -102,6 +111,7 @@ _BATCH = flags.DEFINE_integer("batch_size", 64, "sentences per forward pass", lo
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
+  from capjax.text_models import checkpoint  # noqa: PLC0415
   output = files.output_file(_OUTPUT.value, inputs={"--input": _INPUT.value}, example="embeddings.npz")
   try:
     lines = read_lines(_INPUT.value, "--input")

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import regex
 
+from capjax import cli
 from capjax.text.lines import split_lines
 
 PathLike = str | pathlib.Path
@@ -27,9 +28,10 @@ class TokenizerError(ValueError):
 
 @functools.cache
 def _tf_text():
-  import tensorflow as tf  # noqa: PLC0415 (TensorFlow loads slowly: only WordPiece needs it)
-  import tensorflow_text  # noqa: PLC0415
-  tf.config.set_visible_devices([], "GPU")  # tokenization is host work; the accelerator stays JAX's
+  with cli.quiet_native_startup():  # TensorFlow's oneDNN, CPU-instruction and CUDA-probe lines, whatever the level
+    import tensorflow as tf  # noqa: PLC0415 (TensorFlow loads slowly: only WordPiece needs it)
+    import tensorflow_text  # noqa: PLC0415
+    tf.config.set_visible_devices([], "GPU")  # tokenization is host work; the accelerator stays JAX's
   return tf, tensorflow_text
 
 

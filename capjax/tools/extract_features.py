@@ -14,9 +14,8 @@ import glob
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jax
 import numpy as np
 import tqdm
 from absl import flags, logging
@@ -24,7 +23,16 @@ from absl import flags, logging
 from capjax import cli, files
 from capjax.data import preprocess
 from capjax.image import io as image_io
-from capjax.models import inception_resnet_v2 as irv2
+
+if TYPE_CHECKING:
+  import jax
+
+  from capjax.models import inception_resnet_v2 as irv2
+
+# jax and the network are imported where they are used: --help answers without them (1.5 s). The two sizes are
+# irv2's (tests/test_extract_features.py checks it), for the flags.
+IMAGE_SIZE = 299      # irv2.IMAGE_SIZE
+MIN_IMAGE_SIZE = 75   # irv2.MIN_IMAGE_SIZE
 
 DEFAULT_BATCH_SIZE = 16
 DECODE_WORKERS = 8
@@ -49,7 +57,7 @@ class Features:
     return arrays
 
 
-def load_image(path: str, size: int = irv2.IMAGE_SIZE) -> np.ndarray:
+def load_image(path: str, size: int = IMAGE_SIZE) -> np.ndarray:
   """RGB uint8 (size, size, 3), upright, resized with PIL's bilinear filter as Keras's `load_img(..., "bilinear")`.
   Raises capjax.image.io.ImageError (a ValueError) for files that are not readable images."""
   return preprocess.resize(image_io.load_rgb(path), size)
@@ -95,19 +103,28 @@ def batches(images: Iterable[Decoded], batch_size: int,
     yield [i.path for i in readable], np.stack([i.pixels for i in readable] + padding)
 
 
-@functools.partial(jax.jit, static_argnames="model")
+@functools.cache
+def _encode():
+  import jax  # noqa: PLC0415
+
+  from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415
+  return jax.jit(lambda model, variables, images: model.apply(variables, irv2.preprocess(images)),
+                 static_argnums=0)
+
+
 def encode(model: irv2.InceptionResNetV2, variables: Any, images: jax.Array) -> dict[str, jax.Array]:
   """uint8 images → model outputs, batch norm in inference mode; compiled once per model and batch shape."""
-  return model.apply(variables, irv2.preprocess(images))
+  return _encode()(model, variables, images)
 
 
 def extract(paths: Sequence[str], model: irv2.InceptionResNetV2, variables: Any,
-            image_size: int = irv2.IMAGE_SIZE, batch_size: int = DEFAULT_BATCH_SIZE,
+            image_size: int = IMAGE_SIZE, batch_size: int = DEFAULT_BATCH_SIZE,
             progress: bool = False) -> Features:
   """Runs `model` over `paths`; unreadable files are recorded in `skipped`, never fatal.
 
   Batch i+1 is decoded while the device still computes batch i (jax dispatch is asynchronous).
   """
+  import jax  # noqa: PLC0415
   variables = jax.device_put(variables)
   names: list[str] = []
   outputs: dict[str, list[np.ndarray]] = {"grid": [], "pooled": [], "logits": []}
@@ -151,13 +168,14 @@ _IMAGES = flags.DEFINE_string("images", None, "glob of image files, e.g. 'photos
 _OUTPUT = flags.DEFINE_string("output", None, "the .npz to write", flag_values=FLAGS, required=True)
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", DEFAULT_BATCH_SIZE, "images per batch", lower_bound=1,
                                    flag_values=FLAGS)
-_IMAGE_SIZE = flags.DEFINE_integer("image_size", irv2.IMAGE_SIZE, "square input size (299 gives the 8×8 grid)",
-                                   lower_bound=irv2.MIN_IMAGE_SIZE, flag_values=FLAGS)
+_IMAGE_SIZE = flags.DEFINE_integer("image_size", IMAGE_SIZE, "square input size (299 gives the 8×8 grid)",
+                                   lower_bound=MIN_IMAGE_SIZE, flag_values=FLAGS)
 
 
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
+  from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415
   if not _OUTPUT.value.endswith(".npz"):
     cli.fail(f"--output={_OUTPUT.value} is not a .npz file name — e.g. --output=features.npz")
   paths = sorted(glob.glob(_IMAGES.value, recursive=True))

@@ -31,19 +31,27 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jax
 import ml_collections
 import numpy as np
 import tqdm
 from absl import flags, logging
 
-from capjax import cli, distributed
+from capjax import cli
 from capjax.config_util import ConfigError
-from capjax.data import integrity, preprocess, shards, sources
-from capjax.features import DEFAULT_VARIANT, FEATURE_KEYS, Encoder, grid_shape, variant_name
-from capjax.models import inception_resnet_v2 as irv2
+from capjax.data import integrity, preprocess, shards
+from capjax.tools.extract_features import IMAGE_SIZE, MIN_IMAGE_SIZE
+
+if TYPE_CHECKING:
+  import jax
+
+  from capjax.features import Encoder
+
+# jax, the network, the dataset registry and jax.distributed are imported where they are used: --help answers
+# without them (1.4 s). The names below are capjax.features' and capjax.distributed's (a test checks it).
+DEFAULT_VARIANT = "irv2"                # capjax.features.DEFAULT_VARIANT
+DISTRIBUTED_MODES = ("auto", "on", "off")  # capjax.distributed.MODES
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_EXAMPLES_PER_SHARD = 4096
@@ -86,6 +94,7 @@ def output_features(source_features, image_key: str, grid_shape: tuple[int, ...]
   if image_key not in source_features:
     raise SettingsError(f"the source has no {image_key!r} feature (it has {sorted(source_features)}) — name its "
                         "image with --image_key")
+  from capjax.features import FEATURE_KEYS  # noqa: PLC0415
   kept = {k: f for k, f in source_features.items() if not isinstance(f, tfds.features.Image)}
   for key in (*FEATURE_KEYS, "source_index"):
     if key in kept:
@@ -136,6 +145,7 @@ def encode_shard(source, start: int, stop: int, encoder: Encoder, image_key: str
 
   Records are decoded in threads while the devices encode the previous batch (dispatch is asynchronous).
   """
+  import jax  # noqa: PLC0415
   written = 0
   skipped: list[tuple[int, str]] = []
   pending: tuple[list[tuple[int, dict]], dict[str, jax.Array]] | None = None
@@ -185,6 +195,7 @@ def encode_shard(source, start: int, stop: int, encoder: Encoder, image_key: str
 
 def weights_fingerprint(weights_dir: str | pathlib.Path) -> str:
   """sha256 of the converted weights' metadata.json (it records the sha256 of the file they came from)."""
+  from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415
   return hashlib.sha256((pathlib.Path(weights_dir) / irv2.METADATA_FILE).read_bytes()).hexdigest()
 
 
@@ -202,7 +213,7 @@ def _check_manifest(out_dir: pathlib.Path, settings: Settings, write: bool = Tru
 
 def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data_dir: str | pathlib.Path,
                     variant: str = DEFAULT_VARIANT, splits: Sequence[str] | None = None,
-                    image_size: int = irv2.IMAGE_SIZE, dtype: str = "float16", image_key: str = "image",
+                    image_size: int = IMAGE_SIZE, dtype: str = "float16", image_key: str = "image",
                     batch_size: int = DEFAULT_BATCH_SIZE, examples_per_shard: int = DEFAULT_EXAMPLES_PER_SHARD,
                     devices: Sequence[jax.Device] | None = None, sources: dict[str, Any] | None = None,
                     progress: bool = True) -> pathlib.Path:
@@ -210,7 +221,12 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
 
   `sources` may replace the builder's data sources by split (tests pass sources with unreadable records).
   """
+  import jax  # noqa: PLC0415
   from tensorflow_datasets.core import naming  # noqa: PLC0415
+
+  from capjax import distributed  # noqa: PLC0415
+  from capjax.features import Encoder, grid_shape, variant_name  # noqa: PLC0415
+  from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415
 
   if wrong := integrity.name_problem(variant):
     raise SettingsError(f"--variant={variant} {wrong}, and it names the output folder {{dataset}}_{{variant}} — give "
@@ -353,8 +369,8 @@ _OUTPUT_DATA_DIR = flags.DEFINE_string("output_data_dir", "", "where the variant
 _VARIANT = flags.DEFINE_string("variant", DEFAULT_VARIANT, "suffix of the output name: {dataset}_{variant}",
                                flag_values=FLAGS)
 _SPLITS = flags.DEFINE_list("splits", [], "comma-separated splits (none: all)", flag_values=FLAGS)
-_IMAGE_SIZE = flags.DEFINE_integer("image_size", irv2.IMAGE_SIZE, "299 gives the 8x8 grid",
-                                   lower_bound=irv2.MIN_IMAGE_SIZE, flag_values=FLAGS)
+_IMAGE_SIZE = flags.DEFINE_integer("image_size", IMAGE_SIZE, "299 gives the 8x8 grid",
+                                   lower_bound=MIN_IMAGE_SIZE, flag_values=FLAGS)
 _DTYPE = flags.DEFINE_enum("dtype", "float16", ["float16", "float32"], "storage type of grid and pooled (float16 "
                            "halves the disk: 196 KB per 8x8 grid)", flag_values=FLAGS)
 _IMAGE_KEY = flags.DEFINE_string("image_key", "image", "the source feature holding the picture", flag_values=FLAGS)
@@ -363,13 +379,18 @@ _BATCH_SIZE = flags.DEFINE_integer("batch_size", DEFAULT_BATCH_SIZE, "per proces
 _EXAMPLES_PER_SHARD = flags.DEFINE_integer("examples_per_shard", DEFAULT_EXAMPLES_PER_SHARD,
                                            "the unit of resumption and of the output files", lower_bound=1,
                                            flag_values=FLAGS)
-_DISTRIBUTED = flags.DEFINE_enum("distributed", "auto", list(distributed.MODES),
+_DISTRIBUTED = flags.DEFINE_enum("distributed", "auto", list(DISTRIBUTED_MODES),
                                  "jax.distributed.initialize(), as capjax.main", flag_values=FLAGS)
 
 
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
+  import jax  # noqa: PLC0415
+
+  from capjax import distributed  # noqa: PLC0415
+  from capjax.data import sources  # noqa: PLC0415
+  from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415
   name, _, config = _DATASET.value.partition("/")
   if name not in sources.KNOWN_BUILDERS:
     cli.fail(f"unknown dataset {name!r} — choose one of {', '.join(sorted(sources.KNOWN_BUILDERS))}")

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import jax
-import numpy as np
 from absl import flags
 
-from capjax import cli, config_util, models
-from capjax.data import sources
-from capjax.models import rnn, t2t
+from capjax import cli, config_util
 
 FLAGS = flags.FlagValues()
 _CONFIGS = flags.DEFINE_multi_string("config", None, "config file[:variants]; repeatable", flag_values=FLAGS,
@@ -26,6 +22,12 @@ _VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 10_000, "caption vocabulary inc
 
 def counts(config, vocab_size: int) -> dict[str, int]:
   """{'measured', 'analytic', 'image_encoder'}: parameters outside the image encoder, and its own."""
+  import jax  # noqa: PLC0415 (jax and the models here, not at import: --help answers without them)
+  import numpy as np  # noqa: PLC0415
+
+  from capjax import models  # noqa: PLC0415
+  from capjax.data import sources  # noqa: PLC0415
+  from capjax.models import rnn, t2t  # noqa: PLC0415
   model = models.build(config, vocab_size)
   images = sources.input_spec(config).zeros(1)
   tokens = np.zeros((1, config.max_caption_tokens + 1), np.int32)

@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import flax.linen as nn
-import jax
-import numpy as np
 from absl import flags
 
-from capjax import cli, config_util, sharding
+from capjax import cli, config_util
+
+if TYPE_CHECKING:
+  import jax
+
+# capjax.sharding, jax and flax are imported where they are used, not here: --help answers without them (1.5 s).
+RULE_NAMES = ("dp", "fsdp", "tp", "fsdp_tp")  # capjax.sharding.RULES' (tests/test_sharding_rules.py checks it)
+MESH_AXES = ("data", "fsdp", "model")  # capjax.sharding.MESH_AXES
 
 FLAGS = flags.FlagValues()
 _CONFIG = flags.DEFINE_string("config", None, "config file[:variants]", flag_values=FLAGS, required=True)
 _MESH = flags.DEFINE_string("mesh", None, "axis sizes, e.g. data=4,model=2 (default: the config's, without -1)",
                             flag_values=FLAGS)
-_RULES = flags.DEFINE_string("rules", None, f"rules table: {', '.join(sharding.RULES)} (default: the config's)",
+_RULES = flags.DEFINE_string("rules", None, f"rules table: {', '.join(RULE_NAMES)} (default: the config's)",
                              flag_values=FLAGS)
 _VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 10_000, "caption vocabulary incl. specials", lower_bound=1,
                                    flag_values=FLAGS)
@@ -35,12 +40,12 @@ _TOP = flags.DEFINE_integer("top", 5, "how many of the largest activations to li
 
 def parse_mesh(text: str) -> dict[str, int]:
   """'data=4,model=2' -> {'data': 4, 'fsdp': 1, 'model': 2}; a ValueError that says what is wrong otherwise."""
-  sizes = dict.fromkeys(sharding.MESH_AXES, 1)
+  sizes = dict.fromkeys(MESH_AXES, 1)
   for part in text.split(","):
     axis, sep, value = part.strip().partition("=")
     if not sep or axis not in sizes:
       raise ValueError(f"--mesh={text}: {part.strip()!r} is not axis=size — name the axes "
-                       f"{', '.join(sharding.MESH_AXES)}, e.g. --mesh=data=4,model=2")
+                       f"{', '.join(MESH_AXES)}, e.g. --mesh=data=4,model=2")
     if not value.isdigit() or int(value) < 1:
       raise ValueError(f"--mesh={text}: {axis}={value} is not a positive size — the report has no devices to fill "
                        "a -1 from: give every size, e.g. --mesh=data=4,model=2")
@@ -62,6 +67,11 @@ def _spec(spec: jax.sharding.PartitionSpec) -> str:
 
 def report(config, sizes: dict[str, int], rules_name: str, vocab_size: int, top: int, name: str = "") -> list[str]:
   """The report's lines for `config` (called `name`) on a mesh of axis `sizes` under the rules table `rules_name`."""
+  import flax.linen as nn  # noqa: PLC0415
+  import jax  # noqa: PLC0415
+  import numpy as np  # noqa: PLC0415
+
+  from capjax import sharding  # noqa: PLC0415
   rules = sharding.RULES[rules_name]
   # Imported here: the trainer and the data registry bring TensorFlow, orbax and grain (7 s), which --help and a
   # bad flag do without.
@@ -75,7 +85,7 @@ def report(config, sizes: dict[str, int], rules_name: str, vocab_size: int, top:
   names = sharding.logical_axes(abstract)
   shapes = nn.unbox(abstract)
   devices = math.prod(sizes.values())
-  mesh_text = " ".join(f"{a}={sizes[a]}" for a in sharding.MESH_AXES)
+  mesh_text = " ".join(f"{a}={sizes[a]}" for a in MESH_AXES)
   lines = [f"config {name}  model {config.model.name}  vocabulary {vocab_size:,}"
            f"  mesh {mesh_text} ({devices} devices)  rules {rules_name}  batch {config.batch_size}", ""]
 
@@ -134,6 +144,7 @@ def report(config, sizes: dict[str, int], rules_name: str, vocab_size: int, top:
 def main(argv: Sequence[str]) -> int:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
+  from capjax import sharding  # noqa: PLC0415
   try:
     config = config_util.load(_CONFIG.value)
   except (FileNotFoundError, ValueError) as error:
@@ -141,7 +152,7 @@ def main(argv: Sequence[str]) -> int:
   rules_name = _RULES.value or config.mesh.get("rules", sharding.DEFAULT_RULES)
   try:
     if _MESH.value is None:
-      sizes = {a: config.mesh.get(a, 1) for a in sharding.MESH_AXES}
+      sizes = {a: config.mesh.get(a, 1) for a in MESH_AXES}
       if -1 in sizes.values():
         raise ValueError(f"the config's mesh {sizes} has a -1, and the report has no devices to fill it from — "
                          "give every size with --mesh, e.g. --mesh=data=4,model=2")
