@@ -140,7 +140,7 @@ def _other_shapes(step_dir, data_dir):
   source = sources.train_source(config.dataset)
   other = step_dir.parent.parent.parent / "other"
   with ocp.CheckpointManager(other / "checkpoints", item_names=("state", "data")) as mngr:
-    mngr.save(4, args=train._save_args(state, pipeline.train_iterator(config, source, vocab, inputs.key)))
+    mngr.save(4, args=checkpoints.save_args(state, pipeline.train_iterator(config, source, vocab, inputs.key)))
   shutil.rmtree(step_dir)
   shutil.copytree(other / "checkpoints" / "4", step_dir)
 
