@@ -1,8 +1,8 @@
 """ERG's augmentation job, the library behind `python -m capjax.erg.augment` (its usage and outputs are that
 command's docstring): `resolve` (the inputs, models and settings of a job's `Options`: one `Job`), `augment_shard`
 (retrieve, generate and filter one shard of factual examples) and `write` (each missing shard through the shard
-writer of `capjax.data.shards`, then the dataset's metadata and funnel). The inputs it reads are
-`capjax.erg.augment_inputs`'."""
+writer of `capjax.data.shards`, then the dataset's metadata and funnel). What it reads comes from
+`capjax.erg.augment_inputs`."""
 
 from __future__ import annotations
 

@@ -34,6 +34,15 @@ class Sample:
   text: bytes | None = None  # KEY.txt, read only when asked (`with_text`): the caption img2dataset saw
   too_large: bool = False  # the image member is over MAX_MEMBER_BYTES: not read
 
+  def add(self, extension: str, data: bytes) -> None:
+    """A member's bytes, by its extension: KEY.json (parsed), KEY.txt, or the image."""
+    if extension == "json":
+      self.meta = _json_or_none(data)
+    elif extension == "txt":
+      self.text = data
+    else:
+      self.image = data
+
 
 def _is_link(path: epath.Path) -> bool:
   """A symlink on a local disk (object stores have none)."""
@@ -109,12 +118,7 @@ def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False
         except (tarfile.ReadError, EOFError, OSError):
           current.truncated = True
           raise
-        if extension == "json":
-          current.meta = _json_or_none(data)
-        elif extension == "txt":
-          current.text = data
-        else:
-          current.image = data
+        current.add(extension, data)
   except (tarfile.ReadError, EOFError, OSError, tarfile.StreamError):
     counts["truncated_shard"] += 1
   if current is not None:
@@ -144,12 +148,7 @@ def _file_samples(path: str, counts: collections.Counter, with_text: bool = Fals
         sample.image = b""  # there is an image: not read
         continue
       data = full.read_bytes()
-      if extension == "json":
-        sample.meta = _json_or_none(data)
-      elif extension == "txt":
-        sample.text = data
-      else:
-        sample.image = data
+      sample.add(extension, data)
     yield sample
 
 
