@@ -99,7 +99,9 @@ def score(predictions: list[str], references: list[list[str]], objects: list | N
 
 
 def evaluate_split(setup, params, source, vocab: Vocabulary, config: ml_collections.ConfigDict,
-                   num_examples: int | None = None) -> EvalResult:
+                   num_examples: int | None = None, judges: StyleJudges | None = None) -> EvalResult:
+  """Decodes the split (its first `num_examples`: CIDEr-D only) and scores it; a full evaluation of a stylized
+  config adds the stylized metrics, judged by `judges` (built here from the config when not given)."""
   start = time.time()
   indices, predictions = decode_split(setup, params, source, vocab, config, num_examples)
   records = [source[i] for i in indices]
@@ -110,7 +112,7 @@ def evaluate_split(setup, params, source, vocab: Vocabulary, config: ml_collecti
   with meteor_scorer(full) as meteor:
     metrics = score(predictions, references, objects, full=full, meteor=meteor)
     if full and config.dataset.get("style"):
-      metrics.update(stylized_metrics(predictions, references, config))
+      metrics.update(stylized_metrics(predictions, references, config, judges))
     baseline = None
     if full:
       caption = constant_caption(references)

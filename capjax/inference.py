@@ -15,6 +15,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from capjax import checkpoints
 from capjax import evaluate as evaluate_lib
 from capjax import files
 from capjax import sharding
@@ -46,18 +47,18 @@ def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | No
   except ValueError as error:
     raise ConfigError(f"{error} — resume the training in this workdir (--mode=train), which builds it again") from None
   setup = train.make_setup(config, len(vocab), sharding.make_mesh(config), inputs, train.decode_start(config, vocab))
-  mngr = train.checkpoint_manager(workdir, config)
+  mngr = checkpoints.checkpoint_manager(workdir, config)
   if step is None:
-    step = train.best_step(mngr)
+    step = checkpoints.best_step(mngr)
   if step is None or step not in mngr.all_steps():
     raise FileNotFoundError(f"no checkpoint {'' if step is None else step} in {workdir}/checkpoints "
                             f"(have {list(mngr.all_steps())}) — train first, or pick one with --step")
   try:
-    state = train.restore_state(mngr, step, setup)
+    state = checkpoints.restore_state(mngr, step, setup)
   except Exception as error:  # noqa: BLE001 (orbax, tensorstore and json each raise their own)
-    raise ConfigError(f"checkpoint {step} in {workdir}/checkpoints cannot be restored ({train.why(error)}) — pick "
-                      f"another with --step (have {list(mngr.all_steps())}), or resume the training, which sets "
-                      "damaged checkpoints aside") from None
+    raise ConfigError(f"checkpoint {step} in {workdir}/checkpoints cannot be restored ({checkpoints.why(error)}) "
+                      f"— pick another with --step (have {list(mngr.all_steps())}), or resume the training, which "
+                      "sets damaged checkpoints aside") from None
   finally:
     mngr.close()
   return setup, state.params, vocab, step

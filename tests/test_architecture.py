@@ -1,6 +1,6 @@
 """Imports point one way: every module of capjax/, configs/ and tfds_builders/ sits in the layer ARCHITECTURE.md
 gives it, imports nothing above that layer, takes part in no import cycle, and nothing imports capjax.main (nor,
-outside the tools, capjax.tools)."""
+outside the tools, capjax.tools). And a .py file over 450 lines says in its header why it is not split."""
 
 from __future__ import annotations
 
@@ -300,3 +300,53 @@ def test_a_planted_checkpointer_fails(tmp_path):
   line = _plant(root / "capjax" / "gallery.py", "import orbax.checkpoint as ocp; ocp.PyTreeCheckpointer()")
   planted = "capjax.gallery (line {}) constructs orbax's PyTreeCheckpointer: save and load through capjax.model_io"
   assert planted.format(line) in checkpointer_constructions(root)
+
+
+# ------------------------------------------------------------------------------------------------ file size
+
+MAX_LINES = 450
+SIZED_TREES = ("capjax", "tfds_builders", "configs", "tests", "benchmarks")
+# The recognisable form of a reason: a line of the file's header (its module docstring, or a comment before its first
+# statement after it) that starts with "Not split:".
+NOT_SPLIT = re.compile(r"^[ \t]*(?:#[ \t]*)?Not split:", re.MULTILINE)
+
+
+def header(text: str) -> str:
+  """A module's text up to its first statement after the docstring: the docstring and the comments around it."""
+  body = ast.parse(text).body
+  if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+    body = body[1:]
+  return "\n".join(text.splitlines()[:body[0].lineno - 1]) if body else text
+
+
+def long_files_without_a_reason(root: pathlib.Path) -> list[str]:
+  """`path (N lines)` for each .py file of SIZED_TREES over MAX_LINES whose header gives no "Not split:" reason."""
+  found = []
+  for tree in SIZED_TREES:
+    for path in sorted((root / tree).rglob("*.py")):
+      text = path.read_text(encoding="utf-8")
+      lines = len(text.splitlines())
+      if lines > MAX_LINES and not NOT_SPLIT.search(header(text)):
+        found.append(f"{path.relative_to(root).as_posix()} ({lines} lines)")
+  return found
+
+
+def test_no_file_over_450_lines_without_a_reason_in_its_header():
+  assert long_files_without_a_reason(REPO) == []
+
+
+def test_a_planted_long_file_is_named_until_its_header_says_why(tmp_path):
+  (tmp_path / "tests").mkdir()
+  path = tmp_path / "tests" / "long.py"
+  body = "\n".join(f"X{i} = {i}" for i in range(MAX_LINES)) + "\n"
+  path.write_text('"""A long module."""\n' + body, encoding="utf-8")
+  assert long_files_without_a_reason(tmp_path) == [f"tests/long.py ({MAX_LINES + 1} lines)"]
+  path.write_text('"""A long module.\n\nNot split: one table, read as one."""\n' + body, encoding="utf-8")
+  assert long_files_without_a_reason(tmp_path) == []
+  path.write_text('"""A long module."""\n\n# Not split: one table, read as one.\n' + body, encoding="utf-8")
+  assert long_files_without_a_reason(tmp_path) == []
+  path.write_text('"""A long module."""\n' + body + "# Not split: a reason at the end is no header's\n",
+                  encoding="utf-8")
+  assert long_files_without_a_reason(tmp_path) == [f"tests/long.py ({MAX_LINES + 2} lines)"]
+  path.write_text('"""A long module."""\n' + body[:-len(f"X{MAX_LINES - 1} = {MAX_LINES - 1}\n")], encoding="utf-8")
+  assert long_files_without_a_reason(tmp_path) == []  # 450 lines: at the limit, not over it

@@ -240,13 +240,13 @@ def _hostile_tar(path: pathlib.Path, rows: list[dict], big: bytes) -> None:
 
 
 def test_hostile_tars_are_streamed_never_extracted_and_counted(tmp_path, monkeypatch):
-  monkeypatch.setattr(i2d, "MAX_MEMBER_BYTES", 20_000)
+  monkeypatch.setattr(i2d.shards, "MAX_MEMBER_BYTES", 20_000)  # where the shard reader reads it
   manual = tmp_path / "deep" / "manual"
   manual.mkdir(parents=True)
   rows = dummy.clean_rows(5)
   dummy.write_rows(manual / dummy.JSONL, rows)
   big = cc3m_dummy.jpeg(7, 400, 300, quality=100)
-  assert len(big) > i2d.MAX_MEMBER_BYTES
+  assert len(big) > i2d.shards.MAX_MEMBER_BYTES
   _hostile_tar(manual / dummy.shard_name(0), rows, big)
   before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
   builder = _build(manual, tmp_path / "tfds")

@@ -22,7 +22,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from capjax import config_util, train
+from capjax import checkpoints, config_util, train
 from capjax import evaluate as evaluate_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline, sources
@@ -50,8 +50,8 @@ def _scored_evaluations(monkeypatch, on_validation=None) -> tuple[list[int], lis
   test evaluations record the parameters they get. Returns (validated steps, those parameters), filled as runs go."""
   validated, tested = [], []
 
-  def evaluate_split(setup, params, source, vocab, config, num_examples=None):
-    del setup, source, vocab, config
+  def evaluate_split(setup, params, source, vocab, config, num_examples=None, judges=None):
+    del setup, source, vocab, config, judges
     if num_examples is None:
       tested.append(jax.device_get(params))
       return evaluate_lib.EvalResult({"cider_d": 0.0}, [], [], [], None)
@@ -140,7 +140,7 @@ def _other_shapes(step_dir, data_dir):
   source = sources.train_source(config.dataset)
   other = step_dir.parent.parent.parent / "other"
   with ocp.CheckpointManager(other / "checkpoints", item_names=("state", "data")) as mngr:
-    mngr.save(4, args=train._save_args(state, pipeline.train_iterator(config, source, vocab, inputs.key)))
+    mngr.save(4, args=checkpoints.save_args(state, pipeline.train_iterator(config, source, vocab, inputs.key)))
   shutil.rmtree(step_dir)
   shutil.copytree(other / "checkpoints" / "4", step_dir)
 
@@ -251,7 +251,7 @@ def small_disk(tmp_path, four_steps):
     subprocess.run(["umount", str(folder)], check=True)
 
 
-def _assert_disk_full(error: train.DiskFullError, workdir) -> list[int]:
+def _assert_disk_full(error: checkpoints.DiskFullError, workdir) -> list[int]:
   """Checks the one line and the workdir after a full disk; returns the checkpoints kept (the line names the newest:
   how many fit before the disk filled depends on how orbax's concurrent writes fell)."""
   assert not list((workdir / "checkpoints").glob("*orbax-checkpoint-tmp*"))  # nothing half-written is left
@@ -275,17 +275,17 @@ def test_a_full_disk_ends_training_in_one_error_and_leaves_no_partial_checkpoint
   kept = []
   if mounted:  # first the disk fills while orbax writes (no check before the save): ENOSPC itself
     with monkeypatch.context() as unchecked:
-      unchecked.setattr(train, "ensure_space", lambda workdir, need, saved: need)
-      with pytest.raises(train.DiskFullError) as e:
+      unchecked.setattr(checkpoints, "ensure_space", lambda workdir, need, saved: need)
+      with pytest.raises(checkpoints.DiskFullError) as e:
         train.train_and_evaluate(config, str(workdir))
     kept = _assert_disk_full(e.value, workdir)
     assert "Traceback" not in capfd.readouterr().err  # orbax's writer threads' tracebacks are not shown
   # Then with the check before each save, the disk looking full once one more checkpoint is kept: the resumed run
   # stops before writing what cannot fit (or, on the tmpfs, ENOSPC comes first), keeping what it had.
   real = shutil.disk_usage
-  monkeypatch.setattr(train.shutil, "disk_usage", lambda path: real(path)._replace(
-      free=0 if (train.committed_step(str(workdir)) or 0) > (kept[-1] if kept else 0) else real(path).free))
-  with pytest.raises(train.DiskFullError) as e:
+  monkeypatch.setattr(checkpoints.shutil, "disk_usage", lambda path: real(path)._replace(
+      free=0 if (checkpoints.committed_step(str(workdir)) or 0) > (kept[-1] if kept else 0) else real(path).free))
+  with pytest.raises(checkpoints.DiskFullError) as e:
     train.train_and_evaluate(config, str(workdir))
   now = _assert_disk_full(e.value, workdir)
   assert now[:len(kept)] == kept and len(now) <= len(kept) + 1

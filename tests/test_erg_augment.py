@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from capjax.erg import augment, filters, retrieve
+from capjax.erg import augment, augment_inputs, filters, retrieve
 
 STYLE = "romantic"
 FACTUAL_SPLIT = "factual[:24]"  # three shards of eight
@@ -35,8 +35,9 @@ def run(pieces, out, **overrides):
   args = dict(stylized="stylized_scenes/tiny", factual="stylized_scenes/tiny", style=STYLE, output_dataset="aug",
               generator_dir=pieces["generator_dir"], style_model_dir=pieces["style_model_dir"], mode="t2t",
               data_dir=pieces["data_dir"], output_data_dir=str(out), factual_split=FACTUAL_SPLIT,
-              examples_per_shard=PER_SHARD, retriever_dir=pieces["retriever_dir"], log=lambda line: None)
-  return augment.augment_dataset(**{**args, **overrides})
+              examples_per_shard=PER_SHARD, retriever_dir=pieces["retriever_dir"])
+  log = overrides.pop("log", lambda line: None)
+  return augment.augment_dataset(augment.Options(**{**args, **overrides}), log=log)
 
 
 @pytest.fixture(scope="module")
@@ -214,8 +215,8 @@ def test_a_factual_set_without_images_allows_only_t2t_and_the_job_trains_and_sav
   assert meta["training"] == {"dataset": "stylized_scenes/tiny", "split": "train", "steps": 2, "pairs": 16, "seed": 0}
   settings = builder.info.metadata["settings"]
   assert settings["retriever"] == "" and settings["retriever_steps"] == 2  # trained here, not a --retriever
-  _, stylized = augment.open_dataset("stylized_scenes/tiny", "train", pieces["data_dir"], "--stylized")
-  bank = augment.stylized_bank(stylized, STYLE, None, "train")
+  _, stylized = augment_inputs.open_dataset("stylized_scenes/tiny", "train", pieces["data_dir"], "--stylized")
+  bank = augment_inputs.stylized_bank(stylized, STYLE, None, "train")
   found = retrieve.Retriever(saved, bank_texts=[b.content for b in bank]).retrieve(
       "t2t", [r["factual_caption"].decode() for r in records], k=1, threshold=-1.0)
   assert records and [int(r["scene_id"]) for r in records] == [bank[i].scene_id for i in found.ids[:, 0]]
@@ -225,9 +226,9 @@ def test_a_factual_set_without_images_allows_only_t2t_and_the_job_trains_and_sav
 def test_a_saved_retriever_embeds_exactly_as_the_trained_one(pieces):
   from capjax.erg import dual_encoder
   trained, loaded = pieces["retriever"], dual_encoder.load(pieces["retriever_dir"])
-  _, source = augment.open_dataset("stylized_scenes/tiny", "factual[:8]", pieces["data_dir"], "--factual")
+  _, source = augment_inputs.open_dataset("stylized_scenes/tiny", "factual[:8]", pieces["data_dir"], "--factual")
   images = np.stack([source[i]["image"] for i in range(8)])
-  texts = [augment._first_caption(source[i]) for i in range(8)] + ["an unseen zebra word", ""]
+  texts = [augment_inputs.first_caption(source[i]) for i in range(8)] + ["an unseen zebra word", ""]
   assert (loaded.image_shape, loaded.image_dtype) == ((64, 64, 3), "uint8")
   assert loaded.tokenizer == trained.tokenizer
   np.testing.assert_array_equal(loaded.embed_images(images), trained.embed_images(images))
@@ -302,8 +303,8 @@ def test_a_text_encoder_becomes_the_locked_text_tower_and_is_saved_with_the_retr
   for a, b in zip(jax.tree.leaves(saved.params["text_tower"]["bert"]),
                   jax.tree.leaves(checkpoint.load(bert, "bert").params), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # locked: the checkpoint's weights, unchanged
-  _, stylized = augment.open_dataset("stylized_scenes/tiny", "train", pieces["data_dir"], "--stylized")
-  bank = augment.stylized_bank(stylized, STYLE, None, "train")
+  _, stylized = augment_inputs.open_dataset("stylized_scenes/tiny", "train", pieces["data_dir"], "--stylized")
+  bank = augment_inputs.stylized_bank(stylized, STYLE, None, "train")
   found = retrieve.Retriever(saved, bank_texts=[b.content for b in bank]).retrieve(
       "t2t", [r["factual_caption"].decode() for r in records], k=1, threshold=-1.0)
   assert [int(r["scene_id"]) for r in records] == [bank[i].scene_id for i in found.ids[:, 0]]

@@ -76,9 +76,18 @@ def tiny_run(tmp_path_factory, stylized_tiny_data_dir, style_classifier_dir, erg
   capture = pytest.MonkeyPatch()
   import io
   import sys
+
+  from capjax import evaluate
   out, err = io.StringIO(), io.StringIO()
   capture.setattr(sys, "stdout", out)
   capture.setattr(sys, "stderr", err)
+  judges = []  # every StyleJudges built (each one without eval.style_lm trains a language model)
+
+  class CountedJudges(evaluate.StyleJudges):
+    def __init__(self, config):
+      judges.append(config.dataset.augmented)
+      super().__init__(config)
+  capture.setattr(evaluate, "StyleJudges", CountedJudges)
   verbosity = logging.get_verbosity()
   try:
     demo.main(["demo", f"--workdir={workdir}", *TINY, *pieces])
@@ -86,11 +95,13 @@ def tiny_run(tmp_path_factory, stylized_tiny_data_dir, style_classifier_dir, erg
     capture.undo()
     logging.set_verbosity(verbosity)
     jax.config.update("jax_debug_nans", False)
-  return workdir, out.getvalue(), err.getvalue()
+  return workdir, out.getvalue(), err.getvalue(), judges
 
 
 def test_the_demo_prints_both_rows_the_deltas_and_last_the_json_of_both_rows(tiny_run):
-  workdir, out, err = tiny_run
+  workdir, out, err, judges = tiny_run
+  # Each captioner's run builds its stylized metrics' judges once, and judges its final evaluation with them.
+  assert judges == ["", "stylized_scenes_romantic_erg"]
   lines = out.rstrip("\n").splitlines()
   last = json.loads(lines[-1])
   assert list(last) == ["original", "augmented"]
@@ -121,7 +132,7 @@ def test_the_demo_prints_both_rows_the_deltas_and_last_the_json_of_both_rows(tin
 
 def test_the_augmented_training_source_is_the_split_then_the_generated_pairs(tiny_run):
   from capjax.data import sources
-  workdir, _, _ = tiny_run
+  workdir = tiny_run[0]
   options = demo.Options(dataset_config="tiny", original_images=0, factual_captions=0)
   data_dir, lm = str(workdir / "data"), str(workdir / "lm_romantic.json")
   plain = demo.captioner_config(options, data_dir, "", lm).dataset
@@ -159,7 +170,7 @@ def test_a_captioner_run_of_another_config_is_refused_not_reported(tiny_run):
   """Rows are kept per captioner (WORKDIR/<captioner>/<row>), and a row's directory is reused only for the config
   that wrote it: fewer factual captions must not report the kept row as theirs."""
   from capjax.config_util import ConfigError
-  workdir, _, _ = tiny_run
+  workdir = tiny_run[0]
   data_dir, lm = str(workdir / "data"), str(workdir / "lm_romantic.json")
   options = demo.Options(dataset_config="tiny", original_images=48, factual_captions=20, variants="debug", steps=2)
   config = demo.captioner_config(options, data_dir, "", lm)

@@ -105,9 +105,9 @@ def erg_generator_dir(erg_generator, tmp_path_factory) -> pathlib.Path:
 def erg_retriever(stylized_tiny_data_dir, tmp_path_factory):
   """(encoder, directory): the dual encoder the augmentation job trains on `tiny`'s factual split (RETRIEVER_STEPS
   steps on RETRIEVER_PAIRS images, seed 0), and the directory it is saved in (for --retriever). Read it only."""
-  from capjax.erg import augment, dual_encoder
-  _, source = augment.open_dataset("stylized_scenes/tiny", "factual", str(stylized_tiny_data_dir), "--factual")
-  encoder = augment.train_retriever(source, True, RETRIEVER_STEPS, RETRIEVER_PAIRS, 0, "--factual")
+  from capjax.erg import augment_inputs, dual_encoder
+  _, source = augment_inputs.open_dataset("stylized_scenes/tiny", "factual", str(stylized_tiny_data_dir), "--factual")
+  encoder = augment_inputs.train_retriever(source, True, RETRIEVER_STEPS, RETRIEVER_PAIRS, 0, "--factual")
   directory = dual_encoder.save(encoder, tmp_path_factory.mktemp("retriever") / "retriever",
                                 {"dataset": "stylized_scenes/tiny", "split": "factual", "steps": RETRIEVER_STEPS})
   return encoder, directory

@@ -228,7 +228,7 @@ def training_captions(dataset: ml_collections.ConfigDict, data_dir: str) -> list
               if isinstance(f, tfds.features.Image)}
       source = builder.as_data_source(split=d.train_split, decoders=skip or None)
       if d.get("caption_field"):
-        source = sources.CaptionFieldSource(source, d.caption_field)
+        source = sources.caption_field_view(source, d.caption_field)
       return [as_str(c) for i in range(len(source)) for c in source[i]["captions"]]
   source = sources.train_source(d)
   return [as_str(c) for i in range(len(source)) for c in source[i]["captions"]]

@@ -7,8 +7,10 @@ the one resolution of a config into what the model reads from each record (`inpu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -18,50 +20,11 @@ from absl import logging
 
 from capjax import cli, distributed
 from capjax.config_util import ConfigError
-from capjax.data import integrity
+from capjax.data import integrity, stylized
+from capjax.data.registry import KNOWN_BUILDERS
 from capjax.features import variant_name
 from capjax.strings import as_str
 from capjax.tokens import FACTUAL, style_tag
-
-# Datasets whose builders live in this repository: name -> (module to import, how to build it).
-KNOWN_BUILDERS: dict[str, tuple[str, str]] = {
-    "synthetic_scenes": (
-        "tfds_builders.synthetic_scenes",
-        "nothing to download: it is built automatically on first use, or by "
-        "`python -m capjax.data.build --dataset=synthetic_scenes`"),
-    "stylized_scenes": (
-        "tfds_builders.stylized_scenes",
-        "nothing to download: it is built automatically on first use, or by "
-        "`python -m capjax.data.build --dataset=stylized_scenes`"),
-    "cc3m": (
-        "tfds_builders.cc3m",
-        "download the Conceptual Captions TSVs and images (see tfds_builders/cc3m/README.md), then run "
-        "`python -m capjax.data.build --dataset=cc3m --manual_dir=DIR --data_dir=DATA_DIR`"),
-    "flickrstyle10k": (
-        "tfds_builders.flickrstyle10k",
-        "download FlickrStyle_v0.9.zip and Flickr30K's images into DIR (see tfds_builders/flickrstyle10k/README.md), "
-        "then run `python -m capjax.data.build --dataset=flickrstyle10k --manual_dir=DIR --data_dir=DATA_DIR`"),
-    "senticap": (
-        "tfds_builders.senticap",
-        "download senticap_dataset.json and COCO's val2014 images into DIR (see tfds_builders/senticap/README.md), "
-        "then run `python -m capjax.data.build --dataset=senticap/positive --manual_dir=DIR --data_dir=DATA_DIR` "
-        "(and senticap/negative)"),
-    "alt_text_captions": (
-        "tfds_builders.alt_text_captions",
-        "harvest alt-texts and download their images with img2dataset (see tfds_builders/alt_text_captions/README.md), "
-        "then run `python -m capjax.data.build --dataset=alt_text_captions --manual_dir=DIR --data_dir=DATA_DIR`"),
-    "karpathy": (
-        "tfds_builders.karpathy",
-        "download Karpathy's caption_datasets.zip and the images into DIR (see tfds_builders/karpathy/README.md), "
-        "then run `python -m capjax.data.build --dataset=karpathy/flickr30k --manual_dir=DIR --data_dir=DATA_DIR` "
-        "(or karpathy/coco, karpathy/flickr8k, karpathy/coco_format, karpathy/nocaps)"),
-    "cc12m_llavanext": (
-        "tfds_builders.cc12m_llavanext",
-        "download train.jsonl.gz (CC12M's LLaVA-NeXT recaptions) and the cc12m-wds tars into DIR (see "
-        "tfds_builders/cc12m_llavanext/README.md), then run "
-        "`python -m capjax.data.build --dataset=cc12m_llavanext --manual_dir=DIR --data_dir=DATA_DIR`"),
-}
-
 
 class DatasetNotBuiltError(RuntimeError):
   """The dataset (or its feature variant) is not in the data dir, or is there damaged (`capjax.data.integrity`);
@@ -108,6 +71,13 @@ def input_spec(config: ml_collections.ConfigDict) -> InputSpec:
                       "(h x w x 1536) or 'pooled' (1536)")
   shape = tuple(d.feature_shape) if d.feature_key == "grid" else tuple(d.feature_shape[-1:])
   return InputSpec(d.feature_key, shape, "float32")
+
+
+def replaced(config: ml_collections.ConfigDict, **changes) -> ml_collections.ConfigDict:
+  """A copy of a dataset config with `changes`: the one way to read a dataset as another config would."""
+  copy = ml_collections.ConfigDict(dict(config))
+  copy.update(changes)
+  return copy
 
 
 def default_data_dir(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
@@ -227,26 +197,37 @@ def reference_text(text: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class CaptionFieldSource:
-  """A split's records with `captions`, the references the trainer and the scorers read, taken from another text
-  field (`dataset.caption_field`: one caption, or a sequence of them) in the vocabulary's form."""
+class RecordView:
+  """A source's records, each in another form: `change(record, index)`, a module-level function or a
+  functools.partial of one (a view pickles, for grain's workers). The one way a split's records are shown
+  otherwise: `captions` from another field, a style's captions, an augmented record's, a start token."""
 
   source: Any
-  field: str
+  change: Callable[[dict[str, Any], int], dict[str, Any]]
 
   def __len__(self) -> int:
     return len(self.source)
 
-  def _with_captions(self, record: dict[str, Any]) -> dict[str, Any]:
-    value = record[self.field]
-    texts = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
-    return {**record, "captions": [reference_text(as_str(t)) for t in texts]}
-
   def __getitem__(self, index: int) -> dict[str, Any]:
-    return self._with_captions(self.source[index])
+    return self.change(self.source[index], int(index))
 
   def __getitems__(self, indices) -> list[dict[str, Any]]:
-    return [self._with_captions(record) for record in self.source.__getitems__(indices)]
+    records = (self.source.__getitems__(indices) if hasattr(self.source, "__getitems__")
+               else [self.source[i] for i in indices])
+    return [self.change(r, int(i)) for i, r in zip(indices, records)]
+
+
+def _field_captions(field: str, record: dict[str, Any], index: int) -> dict[str, Any]:
+  del index
+  value = record[field]
+  texts = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
+  return {**record, "captions": [reference_text(as_str(t)) for t in texts]}
+
+
+def caption_field_view(source, field: str) -> RecordView:
+  """A split's records with `captions`, the references the trainer and the scorers read, taken from another text
+  field (`dataset.caption_field`: one caption, or a sequence of them) in the vocabulary's form."""
+  return RecordView(source, functools.partial(_field_captions, field))
 
 
 _NOT_CAPTIONS = ("url", "key", "flags", "file_name", "domain")  # text fields of the builders here that hold no caption
@@ -262,33 +243,20 @@ def _text_fields(features) -> list[str]:
   return sorted(name for name, feature in features.items() if is_text(feature) and name not in _NOT_CAPTIONS)
 
 
-@dataclasses.dataclass(frozen=True)
-class StyleSource:
-  """A stylized split's records with `captions` = their stylized captions of one style (the `stylized` sequence of
-  stylized_scenes, flickrstyle10k and senticap records: style, caption), so that a captioner trains on and is
-  scored against that style only."""
+def _style_captions(style: str, where: str, record: dict[str, Any], index: int) -> dict[str, Any]:
+  captions = stylized.captions(record, style)
+  if not captions:
+    found = sorted(stylized.styles(record))
+    raise ConfigError(f"record {index} of {where} has no {style} caption (it has: {', '.join(found) or 'none'}) — "
+                      "set --config.dataset.style to a style every record has")
+  return {**record, "captions": captions}
 
-  source: Any
-  style: str
-  where: str
 
-  def __len__(self) -> int:
-    return len(self.source)
-
-  def _with_captions(self, record: dict[str, Any], index: int) -> dict[str, Any]:
-    entries = record["stylized"]
-    captions = [as_str(c) for s, c in zip(entries["style"], entries["caption"]) if as_str(s) == self.style]
-    if not captions:
-      found = sorted({as_str(s) for s in entries["style"]})
-      raise ConfigError(f"record {index} of {self.where} has no {self.style} caption (it has: "
-                        f"{', '.join(found) or 'none'}) — set --config.dataset.style to a style every record has")
-    return {**record, "captions": captions}
-
-  def __getitem__(self, index: int) -> dict[str, Any]:
-    return self._with_captions(self.source[index], index)
-
-  def __getitems__(self, indices) -> list[dict[str, Any]]:
-    return [self._with_captions(r, int(i)) for i, r in zip(indices, self.source.__getitems__(indices))]
+def style_view(source, style: str, where: str) -> RecordView:
+  """A stylized split's records with `captions` = their stylized captions of one style (`capjax.data.stylized`:
+  stylized_scenes, flickrstyle10k and senticap records), so that a captioner trains on and is scored against that
+  style only."""
+  return RecordView(source, functools.partial(_style_captions, style, where))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,34 +281,20 @@ class ConcatSource:
     return {key: record[key] for key in ("image", "captions", "start") if key in record}
 
 
-@dataclasses.dataclass(frozen=True)
-class StartSource:
+def _with_start(start: str, record: dict[str, Any], index: int) -> dict[str, Any]:
+  del index
+  return {**record, "start": start}
+
+
+def start_view(source, start: str) -> RecordView:
   """A source's records with `start`, the decoder start token of their captions: a style tag
   (`capjax.tokens.style_tag`) in a style-conditioned captioner's training records."""
-
-  source: Any
-  start: str
-
-  def __len__(self) -> int:
-    return len(self.source)
-
-  def __getitem__(self, index: int) -> dict[str, Any]:
-    return {**self.source[index], "start": self.start}
+  return RecordView(source, functools.partial(_with_start, start))
 
 
-@dataclasses.dataclass(frozen=True)
-class AugmentedSource:
-  """An ERG augmented dataset (`python -m capjax.erg.augment`: one generated `caption` per record) with its
-  caption as the record's one reference in `captions`."""
-
-  source: Any
-
-  def __len__(self) -> int:
-    return len(self.source)
-
-  def __getitem__(self, index: int) -> dict[str, Any]:
-    record = self.source[index]
-    return {"image": record["image"], "captions": [as_str(record["caption"])]}
+def _augmented_record(record: dict[str, Any], index: int) -> dict[str, Any]:
+  del index
+  return {"image": record["image"], "captions": [as_str(record["caption"])]}
 
 
 def augmented_source(config: ml_collections.ConfigDict):
@@ -372,7 +326,8 @@ def augmented_source(config: ml_collections.ConfigDict):
   if builder.info.splits["train"].num_examples == 0:
     raise ConfigError(f"dataset.augmented={config.augmented!r} holds no records (every generated caption was "
                       "filtered out: see its funnel.html) — augment more factual examples, or train without it")
-  return AugmentedSource(builder.as_data_source(split="train"))
+  # One generated `caption` per record (`python -m capjax.erg.augment`), as the record's one reference.
+  return RecordView(builder.as_data_source(split="train"), _augmented_record)
 
 
 def train_source(config: ml_collections.ConfigDict):
@@ -392,18 +347,17 @@ def train_source(config: ml_collections.ConfigDict):
   if not config.get("style"):
     raise ConfigError(f"dataset.factual_split={factual!r} conditions a stylized captioner on its style — set "
                       "--config.dataset.style too, or set dataset.factual_split=''")
-  plain = ml_collections.ConfigDict(dict(config))
-  plain.style = ""  # the factual records' own `captions`
-  tagged = [StartSource(p, style_tag(config.style)) for p in parts]
-  return ConcatSource((*tagged, StartSource(data_source(plain, factual), style_tag(FACTUAL))))
+  plain = replaced(config, style="")  # the factual records' own `captions`
+  tagged = [start_view(p, style_tag(config.style)) for p in parts]
+  return ConcatSource((*tagged, start_view(data_source(plain, factual), style_tag(FACTUAL))))
 
 
 def data_source(config: ml_collections.ConfigDict, split: str):
   """The ArrayRecord random-access source of `split` (building embedded datasets on first use). `split` may be a
   TFDS slice ("train[:10000]", "train[10000:]"): a held-out part of a dataset released as one split; a slice that
   selects no record or reaches past the split (a dataset smaller than the config expects) is a ConfigError. With
-  `caption_field` set, the records' `captions` come from that field (CaptionFieldSource); with `style` set, they
-  are the records' stylized captions of that style (StyleSource)."""
+  `caption_field` set, the records' `captions` come from that field (`caption_field_view`); with `style` set, they
+  are the records' stylized captions of that style (`style_view`)."""
   builder = prepare(config)
   # "train+restval": TFDS reads several splits as one (Karpathy's COCO trains on both); each must be there
   bases = [part.split("[", 1)[0] for part in split.split("+")]
@@ -438,13 +392,13 @@ def data_source(config: ml_collections.ConfigDict, split: str):
     if "stylized" not in builder.info.features:
       raise ConfigError(f"dataset.style={style!r}: {builder.name} has no `stylized` captions — use a stylized "
                         "dataset (stylized_scenes, flickrstyle10k, senticap) or set --config.dataset.style=''")
-    return StyleSource(source, style, f"{builder.name}:{split}")
+    return style_view(source, style, f"{builder.name}:{split}")
   texts = _text_fields(builder.info.features)
   if field:
     if field not in texts:
       raise ConfigError(f"dataset.caption_field={field!r}: {builder.name} has no such text field — use one of "
                         f"{', '.join(texts)}")
-    return CaptionFieldSource(source, field)
+    return caption_field_view(source, field)
   if "captions" not in builder.info.features:
     raise ConfigError(f"{builder.name} has no `captions` field — choose the captions to train on with "
                       f"--config.dataset.caption_field, one of {', '.join(texts)}")
@@ -454,11 +408,8 @@ def data_source(config: ml_collections.ConfigDict, split: str):
 def pixel_source(config: ml_collections.ConfigDict, split: str):
   """The pixels behind a feature variant's split (records' `source_index` index it), or None when that
   dataset is not built here."""
-  pixels = ml_collections.ConfigDict(dict(config))
-  pixels.features = ""
-  pixels.auto_build = False
   try:
-    return data_source(pixels, split)
+    return data_source(replaced(config, features="", auto_build=False), split)
   except (DatasetNotBuiltError, ValueError) as e:
     logging.warning("no pictures for the gallery: %s", e)
     return None

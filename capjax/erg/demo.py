@@ -306,15 +306,14 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
 
   stage(f"augmentation of {options.factual_examples} factual images ({options.mode})")
   name = f"stylized_scenes_{options.style}_erg"
-  out_dir, funnel = augment.augment_dataset(
+  out_dir, funnel = augment.augment_dataset(augment.Options(
       stylized=spec, factual=spec, style=options.style, output_dataset=name, generator_dir=str(generator_dir),
       style_model_dir=str(style_dir), lm_path=str(lm_path), mode=options.mode, data_dir=data_dir,
       output_data_dir=data_dir, stylized_split=f"train[:{num_train}]" if options.original_images else "train",
       factual_split=f"factual[:{options.factual_examples}]",
       retriever_steps=options.retriever_steps, retriever_pairs=options.retriever_pairs,
       retriever_dir=options.retriever, text_encoder=_text_encoder(options.text_encoder, workdir),
-      min_content=options.min_content, seed=options.seed,
-      log=lambda line: log(f"  augment {line}"))
+      min_content=options.min_content, seed=options.seed), log=lambda line: log(f"  augment {line}"))
   for line in funnel.lines():
     log(f"  {line}")
 

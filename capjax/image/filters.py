@@ -56,7 +56,7 @@ def image_filter(image: bytes | None, meta: Mapping[str, Any], config: ImageFilt
   """(reason or None, (width, height) of the original); the reason is one of REASONS."""
   if image is None:
     status = meta.get("status")
-    if status == "truncated":  # the shard ended inside this sample (tfds_builders/img2dataset.py)
+    if status == "truncated":  # the shard ended inside this sample (tfds_builders/img2dataset/shards.py)
       return "truncated", (0, 0)
     return ("download_failed" if status not in (None, "success", "missing_image") else "missing_image"), (0, 0)
   if image_io.sniff_format(image) != "jpeg":

@@ -21,7 +21,7 @@ Usage:
     `--mode=eval` writes: all raters on one page, whose one button downloads everyone's ratings as ratings.csv.
 """
 
-# Over 450 lines, not split: the one-model sheet and the blind study share the page, its download script, the CSV
+# Not split: the one-model sheet and the blind study share the page, its download script, the CSV
 # reader and the aggregation, and one command serves both; a split would make a cycle between the command and the
 # study, or a third module for the shared few dozen lines.
 

@@ -10,9 +10,10 @@ trying the feature path end to end (their metadata says "format": "random"; feat
 never replaces weights converted from a file in DIR.
 A Hugging Face --input directory holds model.safetensors, config.json and vocab.txt (BERT; tokenizer_config.json's
 do_lower_case is kept, default true) or vocab.json and merges.txt (GPT-2); DIR gets them (capjax.text_models).
-
-Over 450 lines: the safetensors reader and the Keras and timm name maps are one conversion, read together.
 """
+
+# Not split: the safetensors reader and the Keras and timm name maps are one conversion, read together (over 450
+# lines; a comment, not the docstring, which is the command's --help).
 
 from __future__ import annotations
 

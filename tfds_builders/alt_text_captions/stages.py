@@ -2,7 +2,7 @@
 giving a reason code that the plain path and the Beam DoFns (stages_beam.py) both call, plus the settings `--set`
 may change and the funnel that counts every candidate.
 
-Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset.py).
+Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset/).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 cross, hypernym, concepts), each tagging its rejects with their reason, and the funnel: one Report summed from
 those tags and the shards' counts.
 
-Imported by package name only (workers unpickle these DoFns by module path; see tfds_builders/img2dataset.py), and
+Imported by package name only (workers unpickle these DoFns by module path; see tfds_builders/img2dataset/), and
 only when Beam runs: this module imports apache_beam at the top.
 """
 

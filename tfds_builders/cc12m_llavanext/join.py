@@ -2,7 +2,7 @@
 bounded stream of rows, an on-disk key → row store, the cc12m-wds tars read as streams of checked images, the
 join on key checked against url, the captions cleaned by capjax.text.recaption, and the build report.
 
-Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset.py).
+Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset/).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (key, image), both grouped by key, and each key joined by join.key_outcome, so that the examples and the report
 are the plain path's. The Reports of every step are summed into the build report's part.
 
-Imported by package name only (workers unpickle these functions by module path; see tfds_builders/img2dataset.py),
+Imported by package name only (workers unpickle these functions by module path; see tfds_builders/img2dataset/),
 and only when Beam runs: this module imports apache_beam at the top.
 """
 
