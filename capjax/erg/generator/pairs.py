@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from capjax.data import stylized
 from capjax.erg.generator.model import GeneratorError, Pair
 from capjax.text.lines import split_lines
 
@@ -16,10 +17,11 @@ def training_pairs(records: Iterable[dict[str, Any]]) -> list[Pair]:
   phrase's word span (`phrase_start`, `phrase_end`) as the content, and the caption as the target."""
   pairs = []
   for record in records:
-    s = record["stylized"]
-    for caption, phrase, start, end in zip(s["caption"], s["phrase"], s["phrase_start"], s["phrase_end"]):
-      words = caption.split()
-      pairs.append(Pair(phrase, " ".join(words[:int(start)] + words[int(end):]), caption))
+    for entry in stylized.entries(record) or ():
+      if entry.content is None:
+        raise GeneratorError(f"a stylized caption without a planted phrase's span ({entry.caption!r}) — train the "
+                             "generator on stylized_scenes records, whose captions carry one")
+      pairs.append(Pair(entry.phrase, entry.content, entry.caption))
   return pairs
 
 
