@@ -58,5 +58,6 @@ from trained_models import (  # noqa: E402, F401 (fixtures: pytest finds them by
     stylized_tiny_data_dir)
 
 # The hostile-input cases' assets, built data dir and command imports, built once per session whichever of the
-# tests/test_hostile_*.py files run (tests/hostile/).
+# tests/test_hostile_*.py files run (tests/hostile/); the harness's asserts explained as a test module's are.
+pytest.register_assert_rewrite("hostile")
 from hostile.fixtures import hostile_assets, hostile_commands, hostile_data_dir  # noqa: E402, F401
