@@ -26,6 +26,13 @@ CASES = [
     case(DEMO, "steps-negative", W, "--steps=-1", match="steps"),
     case(DEMO, "style-model-not-a-classifier", W, "--style_model={t}/folder", match="--style_model"),
     case(DEMO, "workdir-is-a-file", "--workdir={t}/alt.tsv", match="--workdir"),
+    case(DEMO, "generator-missing", W, "--generator={t}/missing",
+         match="--generator={t}/missing has no generator.json"),
+    case(DEMO, "retriever-missing", W, "--retriever={t}/missing",
+         match="--retriever={t}/missing has no retriever.json"),
+    case(DEMO, "style-model-missing", W, "--style_model={t}/missing",
+         match="--style_model={t}/missing has no style_classifier.json"),
+    case(DEMO, "data-dir-is-a-file", W, "--data_dir={t}/alt.tsv", match="{t}/alt.tsv is a file, not a directory"),
     *not_flags(DEMO, W),
 ]
 

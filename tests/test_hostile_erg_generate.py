@@ -61,6 +61,8 @@ CASES += [
          match="is a directory"),
     case(GENERATE, "output-empty", GEN, "--input={t}/pairs.tsv", "--output=", files=PAIRS_TSV, match="is empty"),
     case(GENERATE, "generator-not-trained", GEN, "--input={t}/pairs.tsv", files=PAIRS_TSV, match="--generator="),
+    case(GENERATE, "generator-missing", "--generator={t}/missing", "--input={t}/pairs.tsv", files=PAIRS_TSV,
+         match="missing/generator.json is missing", absent=("missing",)),
 ]
 
 test_bad_input_is_one_error_line_and_changes_nothing = runner(CASES)

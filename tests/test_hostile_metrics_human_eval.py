@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hostile.harness import FIFO, case, runner
-from hostile.inputs import DEEP_JSON, as_json
+from hostile.inputs import DEEP_JSON, PREDS, as_json
 
 HUMAN_EVAL = "capjax.metrics.human_eval"
 
@@ -74,6 +74,16 @@ CASES = [
          files={"key.json": as_json({"version": 1, "raters": 3, "models": ["a"],
                                    "items": {"q1": {"image_id": "0", "models": ["a"]}}})},
          match="item 1 is not in the key"),
+    case(HUMAN_EVAL, "sheets-predictions-is-a-folder", "sheets", "--predictions=a={t}/folder",
+         "--images=cc3m:validation", "--output={t}/study", match="--predictions={t}/folder is a directory",
+         absent=("study",)),
+    case(HUMAN_EVAL, "sheets-output-holds-the-predictions-as-its-key", "sheets", "--predictions=a={t}/study/key.json",
+         "--images=cc3m:validation", "--output={t}/study", files={"study/key.json": as_json(PREDS)},
+         match="study/key.json exists: a study's sheets are written once"),
+    case(HUMAN_EVAL, "aggregate-key-is-a-folder", "aggregate", "--key={t}/folder", "{t}/ratings.csv",
+         match="--key={t}/folder is a directory"),
+    case(HUMAN_EVAL, "aggregate-second-csv-missing", "aggregate", "{t}/ratings.csv", "{t}/missing.csv",
+         match="{t}/missing.csv does not exist"),
 ]
 
 test_bad_input_is_one_error_line_and_changes_nothing = runner(CASES)

@@ -44,6 +44,8 @@ CASES = [
                "--output={t}/m", match="--train names romantic twice"),
     _style_cls("learning-rate-zero", "--learning_rate=0", "--output={t}/m", match="--learning_rate=0.0 is impossible"),
     _style_cls("learning-rate-nan", "--learning_rate=nan", "--output={t}/m", match="--learning_rate=nan"),
+    case(STYLE_CLS, "output-is-a-file", f"--train={ROM},factual={{t}}/captions.tsv", "--output={t}/alt.tsv",
+         match="--output={t}/alt.tsv is a file, not a directory"),
     *not_flags(STYLE_CLS, "--output={t}/m"),
 ]
 
