@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from hostile import harness
+from hostile.fixtures import SHARED
 
 REPO = harness.REPO
 ERG = ("capjax.erg.generate", "capjax.erg.augment", "capjax.erg.demo")
@@ -76,14 +77,17 @@ def test_verbose_adds_the_traceback(tmp_path):
 
 
 if not harness.MODES_BIND:
-  def test_file_mode_cases_without_root_s_capabilities():
+  def test_file_mode_cases_without_root_s_capabilities(hostile_assets, hostile_data_dir):
     """The file-mode cases of every case file, in one pytest that setpriv starts without CAP_DAC_OVERRIDE and
-    CAP_DAC_READ_SEARCH, so that the modes bind as they do for every other user."""
+    CAP_DAC_READ_SEARCH, so that the modes bind as they do for every other user. It reads this session's assets
+    and data dir (root owns them: the modes of their files still let it read them), and checks them unchanged."""
     nodes = [f"tests/{harness.case_file(command)}::{harness.RUNNER}[{c.id}]"
              for command, cases in case_files().items() for c in cases if c.values[0].chmod]
     assert nodes
     proc = subprocess.run(
         ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m", "pytest", "-q",
-         "-p", "no:cacheprovider", *nodes], cwd=REPO, capture_output=True, text=True, timeout=600)
+         "-p", "no:cacheprovider", *nodes], cwd=REPO, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, **{SHARED["hostile_assets"]: str(hostile_assets),
+                                SHARED["hostile_data_dir"]: str(hostile_data_dir)}))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert f"{len(nodes)} passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-1000:]
