@@ -56,3 +56,8 @@ def irv2_weights(tmp_path_factory) -> pathlib.Path:
 from trained_models import (  # noqa: E402, F401 (fixtures: pytest finds them by name in conftest)
     erg_generator, erg_generator_dir, erg_retriever, shapes_debug_run, style_classifier, style_classifier_dir,
     stylized_tiny_data_dir)
+
+# The hostile-input cases' assets, built data dir and command imports, built once per session whichever of the
+# tests/test_hostile_*.py files run (tests/hostile/); the harness's asserts explained as a test module's are.
+pytest.register_assert_rewrite("hostile")
+from hostile.fixtures import hostile_assets, hostile_commands, hostile_data_dir  # noqa: E402, F401

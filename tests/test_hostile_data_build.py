@@ -1,0 +1,87 @@
+"""`python -m capjax.data.build` against bad input (tests/hostile/harness.py runs the cases)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hostile import harness
+from hostile.harness import case, not_flags, runner
+from hostile.inputs import REFS, TRAIN_SHARD, as_json
+
+BUILD = "capjax.data.build"
+
+KARPATHY_JSON = {"images": [{"filename": "1.jpg", "imgid": 1, "split": "test",
+                             "sentences": [{"raw": "A dog.", "tokens": ["a", "dog"], "sentid": 1}]}]}
+# (name, config, manual dir, its files, what the error line says): a manual dir the karpathy builder cannot build.
+KARPATHY_BUILDS = [
+    ("manual-dir-without-the-files", "flickr30k", "folder", {}, "dataset_flickr30k.json is missing"),
+    ("json-not-json", "flickr30k", "kp", {"kp/dataset_flickr30k.json": b'{"images": [',
+                                          "kp/flickr30k-images/1.jpg": b"x"}, "is not JSON"),
+    ("json-is-coco-format", "flickr30k", "kp", {"kp/dataset_flickr30k.json": as_json(REFS),
+                                                "kp/flickr30k-images/1.jpg": b"x"}, "karpathy/coco_format"),
+    ("coco-format-json-is-karpathys", "nocaps", "kp", {"kp/nocaps_val_4500_captions.json": as_json(KARPATHY_JSON),
+                                                       "kp/validation/1.jpg": b"x"}, "karpathy/coco, flickr30k"),
+    ("json-entries-missing-keys", "flickr30k", "kp",
+     {"kp/dataset_flickr30k.json": as_json({"images": [{"filename": "1.jpg", "sentences": []}]}),
+      "kp/flickr30k-images/1.jpg": b"x"}, "no example could be built"),
+    ("image-folder-empty", "flickr30k", "kp", {"kp/dataset_flickr30k.json": as_json(KARPATHY_JSON),
+                                               "kp/flickr30k-images/.keep": b""}, "missing or empty"),
+]
+
+CASES = [
+    case(BUILD, "dataset-unknown", "--dataset=cc4m", "--data_dir={t}/new", match="cc4m", absent=("new",)),
+    case(BUILD, "dataset-empty", "--dataset=", "--data_dir={t}/new", absent=("new",)),
+    case(BUILD, "builder-config-unknown", "--dataset=synthetic_scenes/huge", "--data_dir={t}/new", match="huge",
+         absent=("new",)),
+    case(BUILD, "two-builder-configs", "--dataset=synthetic_scenes/tiny", "--config=default", "--data_dir={t}/new",
+         absent=("new",)),
+    case(BUILD, "data-dir-read-only", "--dataset=synthetic_scenes/tiny", "--data_dir={ro}/tfds", match="--data_dir"),
+    case(BUILD, "data-dir-is-a-file", "--dataset=synthetic_scenes/tiny", "--data_dir={t}/alt.tsv",
+         match="--data_dir"),
+    case(BUILD, "data-dir-chmod", "--dataset=synthetic_scenes/tiny", "--data_dir={t}/locked/tfds",
+         files={"locked/.keep": b""}, chmod={"locked": 0o500}, match="--data_dir"),
+    case(BUILD, "manual-dir-missing", "--dataset=cc3m", "--manual_dir={t}/nothing", "--data_dir={t}/new",
+         match="--manual_dir", absent=("new",)),
+    case(BUILD, "manual-dir-is-a-file", "--dataset=cc3m", "--manual_dir={t}/alt.tsv", "--data_dir={t}/new",
+         match="--manual_dir", absent=("new",)),
+    # TFDS records the builder config before it looks into the manual dir: bookkeeping, not an output.
+    case(BUILD, "manual-dir-without-the-files", "--dataset=cc3m", "--manual_dir={t}/folder", "--data_dir={t}/new",
+         match="Train_GCC-training.tsv", absent=("new/cc3m/unlabeled/1.0.0",),
+         leaves=("new/cc3m/.config/metadata.json",)),
+    *(case(BUILD, f"karpathy-{name}", f"--dataset=karpathy/{config}", f"--manual_dir={{t}}/{folder}",
+           "--data_dir={t}/new", files=files, match=match, absent=(f"new/karpathy/{config}/1.0.0",),
+           leaves=("new/karpathy/.config/metadata.json",))
+      for name, config, folder, files, match in KARPATHY_BUILDS),
+    case(BUILD, "set-on-a-builder-without-settings", "--dataset=synthetic_scenes", "--set=size=3",
+         "--data_dir={t}/new", match="--set", absent=("new",)),
+    case(BUILD, "set-unknown-key", "--dataset=alt_text_captions", "--set=colour=red", "--manual_dir={t}/folder",
+         "--data_dir={t}/new", match="colour", absent=("new",)),
+    case(BUILD, "set-without-equals", "--dataset=alt_text_captions", "--set=colour", "--manual_dir={t}/folder",
+         "--data_dir={t}/new", absent=("new",)),
+    case(BUILD, "damaged-dataset-without-its-manual-files", "--dataset=cc3m", "--data_dir={dd:cc3m-shard-cut}",
+         match=f"{TRAIN_SHARD} holds 0 records"),
+    case(BUILD, "config-escapes", "--dataset=synthetic_scenes/../../x", "--data_dir={t}/new", absent=("new",)),
+    *not_flags(BUILD, "--dataset=synthetic_scenes/tiny", "--data_dir={t}/new"),
+]
+
+test_bad_input_is_one_error_line_and_changes_nothing = runner(CASES)
+
+
+def test_a_manual_dir_of_corrupt_files_is_one_error_line_after_the_progress_bars(tmp_path, capsys):
+  """Every file present but corrupt: TFDS has started its progress bars (they stay on stderr) when the builder
+  finds it has nothing to build, which is then one `error:` line saying what was read, not TFDS's AssertionError."""
+  manual = tmp_path / "cc12m"
+  manual.mkdir()
+  (manual / "train.jsonl.gz").write_bytes(b"not gzip")
+  (manual / "cc12m-train-0000.tar").write_bytes(b"")
+  before = harness.snapshot(manual)
+  build = harness.command_module(BUILD)
+  with pytest.raises(SystemExit) as exit_info:
+    build.main([BUILD, "--dataset=cc12m_llavanext", f"--manual_dir={manual}", f"--data_dir={tmp_path / 'tfds'}"])
+  out, err = capsys.readouterr()
+  assert exit_info.value.code == 2 and "Traceback" not in out + err
+  [line] = [line for line in err.splitlines() if "error" in line.lower()]
+  assert line.lstrip().startswith("error: no example could be built: ") and " — " in line
+  assert "'truncated_jsonl': 1" in line and "'truncated_shard': 1" in line
+  assert harness.snapshot(manual) == before
+  assert not (tmp_path / "tfds/cc12m_llavanext/all/1.0.0").exists()

@@ -1,0 +1,134 @@
+"""`python -m capjax.main` against bad input (tests/hostile/harness.py runs the cases)."""
+
+from __future__ import annotations
+
+from hostile.harness import FIFO, REPO, case, not_flags, runner
+from hostile.inputs import TRAIN_SHARD, png
+
+MAIN = "capjax.main"
+
+CONFIG = "--config={r}/configs/t2t.py:shapes,debug"
+TINY = ("--config.dataset.builder_config=tiny", "--config.dataset.data_dir={d}")
+
+
+def train(name: str, *args: str, **kw):
+  """`--mode=train` in {t}/w: a start that stops at bad input leaves only config.json there (the config it was
+  given, which the next start overwrites until the run has written a vocabulary or a checkpoint)."""
+  return case(MAIN, name, *args, "--workdir={t}/w", leaves=("w/config.json",), **kw)
+
+
+def _other_run() -> bytes:
+  """config.json of a run of the `CONFIG` with another model width."""
+  from capjax import config_util
+  config = config_util.load(f"{REPO}/configs/t2t.py:shapes,debug")
+  config.dataset.builder_config = "tiny"
+  config.model.d_model = 64
+  return config.to_json_best_effort().encode()
+
+
+CASES = [
+    case(MAIN, "no-config", "--workdir={t}/w", match="missing --config"),
+    case(MAIN, "config-file-missing", "--config={t}/missing.py", match="not found"),
+    case(MAIN, "config-is-a-folder", "--config={t}/folder"),
+    case(MAIN, "config-not-python", "--config={t}/alt.tsv"),
+    case(MAIN, "config-syntax-error", "--config={t}/broken.py", files={"broken.py": b"def get_config(:\n"}),
+    case(MAIN, "config-without-get_config", "--config={t}/noget.py", files={"noget.py": b"X = 1\n"},
+         match="get_config"),
+    case(MAIN, "misspelled-variant", "--config={r}/configs/t2t.py:shapez", match="unknown config variant 'shapez'"),
+    case(MAIN, "two-grid-variants", "--config={r}/configs/t2t.py:8x8,1x1"),
+    case(MAIN, "unknown-variant-value", "--config={r}/configs/t2t.py:stepz=3", match="stepz"),
+    case(MAIN, "variant-value-not-a-number", "--config={r}/configs/t2t.py:shapes,steps=many", match="steps"),
+    case(MAIN, "unknown-field", CONFIG, "--config.batch_sise=3", match="did you mean batch_size"),
+    case(MAIN, "unknown-nested-field", CONFIG, "--config.model.d_modle=3", match="--config.model.d_modle"),
+    case(MAIN, "field-of-wrong-type", CONFIG, "--config.batch_size=lots", match="batch_size"),
+    case(MAIN, "mode-unknown", CONFIG, "--mode=fly", "--workdir={t}/w", match="--mode"),
+    case(MAIN, "step-negative", CONFIG, "--mode=eval", "--step=-1", "--workdir={t}/w", match="step"),
+    case(MAIN, "step-not-a-number", CONFIG, "--mode=eval", "--step=last", "--workdir={t}/w", match="step"),
+    case(MAIN, "distributed-unknown", CONFIG, "--distributed=maybe", "--workdir={t}/w", match="distributed"),
+    case(MAIN, "caption-without-images", CONFIG, "--mode=caption", "--workdir={t}/w", match="--images"),
+    case(MAIN, "caption-images-match-nothing", CONFIG, *TINY, "--mode=caption", "--images={t}/none/*.png",
+         "--workdir={t}/w", match="--images"),
+    case(MAIN, "eval-untrained-workdir", CONFIG, *TINY, "--mode=eval", "--workdir={t}/folder", match="train first"),
+    case(MAIN, "eval-workdir-missing", CONFIG, *TINY, "--mode=eval", "--workdir={t}/nothing", absent=("nothing",)),
+    case(MAIN, "eval-workdir-is-a-file", CONFIG, *TINY, "--mode=eval", "--workdir={t}/alt.tsv"),
+    case(MAIN, "caption-untrained-workdir", CONFIG, *TINY, "--mode=caption", "--images={t}/images/*.png",
+         "--workdir={t}/folder"),
+    case(MAIN, "caption-images-include-a-fifo", CONFIG, *TINY, "--mode=caption", "--images={t}/pics/*",
+         "--workdir={t}/folder", files={"pics/a.png": png(), "pics/b.png": FIFO},
+         match="--images={t}/pics/b.png is a FIFO"),
+    case(MAIN, "train-workdir-read-only", CONFIG, *TINY, "--workdir={ro}/w", match="--workdir"),
+    case(MAIN, "train-workdir-is-a-file", CONFIG, *TINY, "--workdir={t}/alt.tsv", match="--workdir"),
+    case(MAIN, "train-workdir-chmod", CONFIG, *TINY, "--workdir={t}/locked/w", files={"locked/.keep": b""},
+         chmod={"locked": 0o500}, match="--workdir"),
+    train("workdir-of-another-run", CONFIG, *TINY, files={"w/config.json": _other_run(), "w/vocab.txt": b"<pad>\n"},
+          match="holds a run of another config (model.d_model: 64 → 32)"),
+    train("data-dir-read-only", CONFIG, "--config.dataset.data_dir={ro}/tfds", match="data_dir"),
+    train("data-dir-is-a-file", CONFIG, "--config.dataset.data_dir={t}/alt.tsv", match="alt.tsv"),
+    train("data-dir-chmod", CONFIG, "--config.dataset.data_dir={t}/locked/tfds", files={"locked/.keep": b""},
+          chmod={"locked": 0o500}, match="data_dir"),
+    train("batch-size-not-divisible", "--config={r}/configs/t2t.py", "--config.dataset.data_dir={t}/folder",
+          match="batch_size"),
+    train("batch-size-zero", CONFIG, *TINY, "--config.batch_size=0", match="batch_size"),
+    train("d-model-zero", CONFIG, *TINY, "--config.model.d_model=0", match="d_model"),
+    train("log-every-zero", CONFIG, *TINY, "--config.log_every=0", match="log_every"),
+    train("eval-every-zero", CONFIG, *TINY, "--config.eval_every=0", match="eval_every"),
+    train("checkpoint-every-zero", CONFIG, *TINY, "--config.checkpoint_every=0", match="checkpoint_every"),
+    train("steps-negative", CONFIG, *TINY, "--config.num_train_steps=-1", match="num_train_steps"),
+    train("learning-rate-negative", CONFIG, *TINY, "--config.optimizer.learning_rate=-1", match="learning_rate"),
+    train("learning-rate-zero", CONFIG, *TINY, "--config.optimizer.learning_rate=0.0", match="learning_rate"),
+    train("learning-rate-nan", CONFIG, *TINY, "--config.optimizer.learning_rate=nan",
+          match="optimizer.learning_rate=nan is not a finite number"),
+    train("learning-rate-infinite", CONFIG, *TINY, "--config.optimizer.learning_rate=inf",
+          match="optimizer.learning_rate=inf is not a finite number"),
+    train("dropout-nan", CONFIG, *TINY, "--config.model.dropout_rate=nan", match="dropout_rate=nan"),
+    train("caption-tokens-beyond-memory", CONFIG, *TINY, "--config.max_caption_tokens=100000",
+          match="max_caption_tokens=100000 needs more memory than the run has"),
+    train("dataset-name-empty", CONFIG, *TINY, "--config.dataset.name=", match="dataset.name is empty"),
+    train("eval-split-empty-slice", CONFIG, *TINY, "--config.dataset.eval_split=validation[:0]",
+          match="split 'validation[:0]' of synthetic_scenes holds no examples"),
+    train("test-split-empty-slice", CONFIG, *TINY, "--config.dataset.test_split=test[5:5]",
+          match="split 'test[5:5]' of synthetic_scenes holds no examples"),
+    case(MAIN, "distributed-on-without-a-cluster", CONFIG, *TINY, "--distributed=on", "--workdir={t}/w",
+         match="--distributed=on but no cluster was detected"),
+    train("min-count-negative", CONFIG, *TINY, "--config.vocab.min_count=-1", match="min_count"),
+    train("caption-tokens-zero", CONFIG, *TINY, "--config.max_caption_tokens=0", match="max_caption_tokens"),
+    train("keep-checkpoints-zero", CONFIG, *TINY, "--config.keep_checkpoints=0", match="keep_checkpoints"),
+    train("dropout-one", CONFIG, *TINY, "--config.model.dropout_rate=1.0", match="dropout_rate"),
+    train("heads-do-not-divide", CONFIG, *TINY, "--config.model.num_heads=3", match="num_heads"),
+    train("dataset-not-built", "--config={r}/configs/t2t.py", "--config.batch_size=24",
+          "--config.dataset.data_dir={t}/folder", match="capjax.data.build --dataset=cc3m"),
+    train("dataset-unknown", CONFIG, "--config.dataset.name=cc4m", "--config.dataset.data_dir={t}/folder",
+          match="cc4m"),
+    train("train-split-unknown", CONFIG, *TINY, "--config.dataset.train_split=dev", match="dev"),
+    train("train-split-beyond-the-data", CONFIG, *TINY, "--config.dataset.train_split=train[10000:]",
+          match="split 'train[10000:]' does not fit synthetic_scenes's train split of 512 examples"),
+    train("eval-split-beyond-the-data", CONFIG, *TINY, "--config.dataset.eval_split=validation[:10000]",
+          match="split 'validation[:10000]' does not fit"),
+    train("test-split-holds-no-example", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:test-split-emptied}", "--config.dataset.test_split=test",
+          match="holds no example — choose another split (it has ['test', 'train', 'validation'])"),
+    train("dataset-shard-cut", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:shard-cut}",
+          match=f"{TRAIN_SHARD} holds 0 records, not the 512 of dataset_info.json: truncated or damaged — build it "
+                "again: `python -m capjax.data.build --dataset=synthetic_scenes/tiny"),
+    train("dataset-info-cut", CONFIG, "--config.dataset.builder_config=tiny", "--config.dataset.data_dir={dd:info-cut}",
+          match="dataset_info.json is not JSON"),
+    train("dataset-features-garbled", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:features-garbled}", match="features.json is not JSON"),
+    train("feature-variant-features-garbled", CONFIG, "--config.dataset.builder_config=tiny",
+          "--config.dataset.data_dir={dd:variant-features-garbled}", "--config.model.encoder.name=features",
+          "--config.dataset.features=irv2", match="features.json is not JSON: truncated or damaged — remove "),
+    train("dataset-name-escapes", CONFIG, *TINY, "--config.dataset.name=../tfds/synthetic_scenes",
+          match="holds a path separator"),
+    train("builder-config-escapes", CONFIG, "--config.dataset.builder_config=../../x", "--config.dataset.data_dir={d}",
+          match="dataset.builder_config='../../x' holds a path separator"),
+    train("builder-config-unknown", CONFIG, "--config.dataset.builder_config=huge", "--config.dataset.data_dir={d}",
+          match="huge"),
+    case(MAIN, "encoder-and-features-mismatch", CONFIG, *TINY, "--config.model.encoder.name=features",
+         "--workdir={t}/w", match="dataset.features"),
+    train("feature-variant-not-extracted", CONFIG, *TINY, "--config.model.encoder.name=features",
+          "--config.dataset.features=irv2", match="extract_tfds_features"),
+    *not_flags(MAIN, CONFIG, "--workdir={t}/w"),
+]
+
+test_bad_input_is_one_error_line_and_changes_nothing = runner(CASES)
