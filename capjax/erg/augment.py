@@ -42,17 +42,28 @@ shard (and a run with other arguments over a partial output is an error, not a m
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Sequence
+from typing import Any
 
-from capjax.erg import filters
-from capjax.erg.augment_inputs import AugmentError
-from capjax.erg.augment_job import (DEFAULT_EXAMPLES_PER_SHARD, FUNNEL_HTML, MANIFEST, MODES, SHARD_INFO_DIR, SPLIT,
-                                    VERSION, Options, augment_dataset)
+from capjax.erg import settings
 
-# The job's API, for `capjax.erg.demo` and the tests: the command is its front.
-__all__ = ["DEFAULT_EXAMPLES_PER_SHARD", "FUNNEL_HTML", "MANIFEST", "MODES", "SHARD_INFO_DIR", "SPLIT", "VERSION",
-           "AugmentError", "Options", "augment_dataset", "check_filter_flags", "main"]
+# The job's API, for `capjax.erg.demo` and the tests (the command is its front), imported on first use so that the
+# command's --help does not load JAX.
+_EXPORTS = {
+    **dict.fromkeys(("FUNNEL_HTML", "MANIFEST", "MODES", "SHARD_INFO_DIR", "SPLIT", "VERSION", "Options",
+                     "augment_dataset"), "capjax.erg.augment_job"),
+    "AugmentError": "capjax.erg.augment_inputs",
+}
+DEFAULT_EXAMPLES_PER_SHARD = settings.DEFAULT_EXAMPLES_PER_SHARD
+__all__ = sorted([*_EXPORTS, "DEFAULT_EXAMPLES_PER_SHARD", "check_filter_flags", "main"])
+
+
+def __getattr__(name: str) -> Any:
+  if name in _EXPORTS:
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -72,7 +83,7 @@ def _flags():
                       flag_values=values)
   flags.DEFINE_string("lm", "", "a style LM file from `python -m capjax.metrics.stylized_lm` (default: trained here "
                       "on the stylized captions of --style)", flag_values=values)
-  flags.DEFINE_enum("mode", "i2i", list(MODES), "query side 2 bank side (image or text), the paper's Table 1",
+  flags.DEFINE_enum("mode", "i2i", list(settings.MODES), "query side 2 bank side (image or text), the paper's Table 1",
                     flag_values=values)
   flags.DEFINE_string("data_dir", "", "TFDS data dir of the inputs ('' -> $TFDS_DATA_DIR or ~/tensorflow_datasets)",
                       flag_values=values)
@@ -92,12 +103,12 @@ def _flags():
   flags.DEFINE_string("text_encoder", "", "a converted BERT-family checkpoint (e.g. all-MiniLM-L6-v2) as the "
                       "retriever's locked text tower (default: a small Transformer trained here)", flag_values=values)
   flags.DEFINE_integer("beam_size", 1, "the generator's beam (1: greedy)", lower_bound=1, flag_values=values)
-  flags.DEFINE_float("max_perplexity", filters.MAX_PERPLEXITY, "the perplexity filter, more than 0 (the paper's 80)",
+  flags.DEFINE_float("max_perplexity", settings.MAX_PERPLEXITY, "the perplexity filter, more than 0 (the paper's 80)",
                      flag_values=values)
-  flags.DEFINE_float("min_similarity", filters.MIN_SIMILARITY, "the similarity filter, a cosine in [-1, 1] "
+  flags.DEFINE_float("min_similarity", settings.MIN_SIMILARITY, "the similarity filter, a cosine in [-1, 1] "
                      "(the paper's 0.6)",
                      flag_values=values)
-  flags.DEFINE_float("min_content", filters.MIN_CONTENT, "the content filter: the share of the factual caption's "
+  flags.DEFINE_float("min_content", settings.MIN_CONTENT, "the content filter: the share of the factual caption's "
                      "words a generated caption must keep in order, in [0, 1] (1.0: all; 0: off, the paper's)",
                      flag_values=values)
   flags.DEFINE_integer("seed", 0, "seed of the retriever's training", flag_values=values)
@@ -110,10 +121,10 @@ def check_filter_flags(values) -> None:
   from capjax import cli  # noqa: PLC0415
   if "max_perplexity" in values:
     cli.check_number("--max_perplexity", values["max_perplexity"].value, 0, low_open=True,
-                     hint=f" (the paper's {filters.MAX_PERPLEXITY:g})")
+                     hint=f" (the paper's {settings.MAX_PERPLEXITY:g})")
   if "min_similarity" in values:
     cli.check_number("--min_similarity", values["min_similarity"].value, -1, 1,
-                     hint=f", a cosine similarity (the paper's {filters.MIN_SIMILARITY:g})")
+                     hint=f", a cosine similarity (the paper's {settings.MIN_SIMILARITY:g})")
   cli.check_number("--min_content", values["min_content"].value, 0, 1,
                    hint=", a share of the factual caption's words (0: off)")
 
@@ -126,6 +137,8 @@ def main(argv: Sequence[str]) -> None:
   if missing:
     cli.fail(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required — see --help")
   check_filter_flags(values)
+  from capjax.erg.augment_inputs import AugmentError  # noqa: PLC0415 (after the flags: the job loads JAX)
+  from capjax.erg.augment_job import Options, augment_dataset  # noqa: PLC0415
   if values["lm"].value:  # read after the models load: a FIFO or a folder is refused now, not minutes later
     from capjax import files  # noqa: PLC0415
     files.input_file(values["lm"].value, "--lm", "a style LM file from `python -m capjax.metrics.stylized_lm`")

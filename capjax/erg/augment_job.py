@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from capjax.data import shards
-from capjax.erg import filters, retrieve
+from capjax.erg import filters, retrieve, settings
+from capjax.erg.settings import DEFAULT_EXAMPLES_PER_SHARD
 from capjax.erg.augment_inputs import AugmentError, Scene
 
 MANIFEST = "augmentation.json"
@@ -28,8 +29,7 @@ SHARD_INFO_DIR = "shard_info"  # one JSON per finished shard: its record count a
 FUNNEL_HTML = "funnel.html"
 VERSION = "1.0.0"
 SPLIT = "train"
-DEFAULT_EXAMPLES_PER_SHARD = 1024
-MODES = tuple(retrieve.MODES)
+MODES = tuple(settings.MODES)
 
 
 @dataclasses.dataclass(frozen=True)

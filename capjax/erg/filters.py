@@ -26,11 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from capjax.erg import retrieve
+from capjax.erg.settings import MAX_PERPLEXITY, MIN_CONTENT, MIN_SIMILARITY
 
-MAX_PERPLEXITY = 80.0  # the paper's: a generated caption must read as the style's language (trigram ppl < 80)
-MIN_SIMILARITY = retrieve.THRESHOLD  # the paper's 0.6, the retriever's own threshold
-MIN_CONTENT = 0.0  # the content filter is off unless asked for: the paper has none
 REASONS = ("style", "perplexity", "similarity", "content")  # the filters, in funnel order
 FUNNEL_STEPS = ("generated", "after_style", "after_perplexity", "after_similarity", "after_content")
 

@@ -39,20 +39,32 @@ saving); this module is the command and keeps the names its callers use.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 from collections.abc import Sequence
+from typing import Any
 
-from capjax import decode, tokens  # noqa: F401 (re-exported: tests and benchmarks reach them through this module)
-from capjax.erg.generator.model import Generator, GeneratorError, Pair, captions_per_second, nucleus
-from capjax.erg.generator.pairs import read_pairs, scene_pairs, training_pairs
-from capjax.erg.generator.storage import GENERATOR_FILE, TRAIN_HINT, VARIABLES_DIR, load, save
-from capjax.erg.generator.training import PAPER, SCRATCH, TINY, TrainSettings, new_generator, sequences, train
-from capjax.erg.generator.vocab import BPE_FILES, CLS, SEP, BPEVocab, Vocab, WordVocab
+# The names callers reach through this module, and the module each lives in: imported on first use, so that the
+# command's --help does not load JAX and Flax (tests and benchmarks also reach `decode` and `tokens` here).
+_PACKAGE = "capjax.erg.generator"
+_EXPORTS = {
+    **dict.fromkeys(("Generator", "GeneratorError", "Pair", "captions_per_second", "nucleus"), f"{_PACKAGE}.model"),
+    **dict.fromkeys(("read_pairs", "scene_pairs", "training_pairs"), f"{_PACKAGE}.pairs"),
+    **dict.fromkeys(("GENERATOR_FILE", "TRAIN_HINT", "VARIABLES_DIR", "load", "save"), f"{_PACKAGE}.storage"),
+    **dict.fromkeys(("PAPER", "SCRATCH", "TINY", "TrainSettings", "new_generator", "sequences", "train"),
+                    f"{_PACKAGE}.training"),
+    **dict.fromkeys(("BPE_FILES", "CLS", "SEP", "BPEVocab", "Vocab", "WordVocab"), f"{_PACKAGE}.vocab"),
+}
+_MODULES = {"decode": "capjax.decode", "tokens": "capjax.tokens"}
+__all__ = sorted([*_EXPORTS, "main"])
 
-__all__ = ["BPE_FILES", "CLS", "GENERATOR_FILE", "PAPER", "SCRATCH", "SEP", "TINY", "TRAIN_HINT", "VARIABLES_DIR",
-           "BPEVocab", "Generator", "GeneratorError", "Pair", "TrainSettings", "Vocab", "WordVocab",
-           "captions_per_second", "load", "main", "new_generator", "nucleus", "read_pairs", "save", "scene_pairs",
-           "sequences", "train", "training_pairs"]
+
+def __getattr__(name: str) -> Any:
+  if name in _MODULES:
+    return importlib.import_module(_MODULES[name])
+  if name in _EXPORTS:
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _flags():
@@ -87,6 +99,11 @@ def main(argv: Sequence[str]) -> None:
   from capjax import cli  # noqa: PLC0415
   values = _flags()
   cli.parse(values, argv, __doc__)
+  # After the flags: the generator's modules load JAX and Flax.
+  from capjax.erg.generator.model import GeneratorError  # noqa: PLC0415
+  from capjax.erg.generator.pairs import read_pairs, scene_pairs  # noqa: PLC0415
+  from capjax.erg.generator.storage import load, save  # noqa: PLC0415
+  from capjax.erg.generator.training import PAPER, SCRATCH, train  # noqa: PLC0415
   if values["learning_rate"].value is not None:  # 0 is a value (that trains nothing), not "unset"
     cli.check_number("--learning_rate", values["learning_rate"].value, 0, low_open=True)
   if values["top_p"].value is not None:

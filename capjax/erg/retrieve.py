@@ -24,11 +24,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from capjax import sharding
+from capjax.erg.settings import MODES, THRESHOLD
 
-THRESHOLD = 0.6  # the paper's: a retrieved scene counts only with cosine similarity above it
-MODES: dict[str, tuple[str, str]] = {  # mode -> (query side, bank side)
-    "i2i": ("image", "image"), "i2t": ("image", "text"), "t2i": ("text", "image"), "t2t": ("text", "text"),
-}
 BACKENDS = ("jax", "faiss")
 NO_NEIGHBOUR = -1  # the id of a neighbour at or below the threshold
 # Chunk widths are multiples of 128 bank rows: XLA's CPU dot then computes each (query, row) score to the same
