@@ -6,6 +6,7 @@ Owns the architecture table, the module, input preprocessing and saving/loading 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import pathlib
 from collections.abc import Mapping
@@ -299,6 +300,13 @@ def abstract_variables(model: InceptionResNetV2, image_size: int = IMAGE_SIZE) -
   return jax.eval_shape(model.init, jax.random.key(0), images)
 
 
+@functools.lru_cache(maxsize=4)
+def variable_shapes(num_classes: int | None = 1000) -> Variables:
+  """`abstract_variables` of the released layout with `num_classes`, unboxed, traced once per process (seconds of
+  tracing that loading, converting and drawing random weights share). Shapes only: nothing to mutate."""
+  return nn.meta.unbox(abstract_variables(InceptionResNetV2(num_classes=num_classes)))
+
+
 def count_params(variables: Variables) -> int:
   """Number of scalars in all collections (params and batch_stats), counted like Keras's `count_params`."""
   leaves = jax.tree_util.tree_leaves(nn.meta.unbox(variables))
@@ -322,7 +330,7 @@ RANDOM_FORMAT = "random"  # metadata "format" of untrained weights (`random_vari
 def random_variables(num_classes: int | None = 1000, seed: int = 0) -> Variables:
   """Untrained weights and batch-norm statistics of the released layout (the ImageNet head's 1,000 classes by
   default), as a conversion gives them: for trying the feature path without a download, never for results."""
-  abstract = nn.meta.unbox(abstract_variables(InceptionResNetV2(num_classes=num_classes)))
+  abstract = variable_shapes(num_classes)
   return random_like(abstract, np.random.default_rng(seed))
 
 
@@ -381,9 +389,10 @@ def load_converted(directory: str | pathlib.Path) -> dict[str, Any]:
   """Variables ({"params", "batch_stats"}, numpy arrays) converted by `capjax.tools.convert_weights`."""
   directory = pathlib.Path(directory).resolve()
   metadata = read_metadata(directory)
-  model = InceptionResNetV2(num_classes=metadata["num_classes"])
   try:
-    return model_io.restore(directory / VARIABLES_DIR, nn.meta.unbox(abstract_variables(model)))
+    if not (directory / VARIABLES_DIR).is_dir():  # before tracing the network for its shapes (seconds)
+      raise model_io.ParamsError(f"no {VARIABLES_DIR}/ folder")
+    return model_io.restore(directory / VARIABLES_DIR, variable_shapes(metadata["num_classes"]))
   except model_io.ParamsError as error:  # a missing, cut or foreign checkpoint, or parameters of other shapes
     cause = error.cause if isinstance(error, model_io.RestoreError) else error
     raise WeightsError(f"{directory / VARIABLES_DIR} does not hold Inception-ResNet-v2 variables with "

@@ -352,9 +352,7 @@ def timm_variables(path: str | os.PathLike[str], tensors: Mapping[str, np.ndarra
 def assemble(flat: Mapping[Key, Tensor], num_classes: int | None) -> dict[str, Any]:
   """Nested float32 variables, after checking names and shapes against the capjax module."""
   from flax import traverse_util  # noqa: PLC0415
-  import flax.linen as nn  # noqa: PLC0415
-  expected = traverse_util.flatten_dict(
-    nn.meta.unbox(irv2.abstract_variables(irv2.InceptionResNetV2(num_classes=num_classes))))
+  expected = traverse_util.flatten_dict(irv2.variable_shapes(num_classes))
   for key in expected:
     if key not in flat:
       raise ConversionError(f"missing tensor for {'/'.join(key)}")
