@@ -1,16 +1,19 @@
 """Config helpers: the one way to load `configs/x.py:arg` (`load`), and the parsing of its `:arg` that rejects unknown
 variants early. `arg` is a comma-separated list of variant names and `key=value` pairs, as in big_vision. `validate`
 checks a config's values before any work; `check_number` is the one check of a number (NaN, infinities, range) that
-config fields and command flags (`capjax.cli.check_number`) share.
+config fields and command flags (`capjax.cli.check_number`) share; `mesh_sizes` the one check of the mesh sizes,
+which `validate` and `capjax.sharding` share.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import numbers
 import os
 import pathlib
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
 
 import ml_collections
 
@@ -191,25 +194,36 @@ def validate(config: ml_collections.ConfigDict, processes: int = 1, memory: int 
         "--config.max_caption_tokens to the caption length the data needs (capjax.text.stats prints tokens_p95)")
 
 
-MESH_SIZES = ("data", "fsdp", "model")  # capjax.sharding.MESH_AXES; dcn_<axis>: the same axis across TPU slices
+MESH_AXES = ("data", "fsdp", "model")  # capjax.sharding's mesh axes, in order of increasing communication
+DCN_FIELDS = {axis: f"dcn_{axis}" for axis in MESH_AXES}  # multi-slice TPU: the same axes' sizes across slices
+
+
+def mesh_sizes(mesh_config: ml_collections.ConfigDict | Mapping[str, Any], dcn: bool = False) -> dict[str, int]:
+  """{axis: size} of the `mesh` fields (with `dcn`, of their `dcn_<axis>` twins: the sizes across TPU slices), 1 for
+  an absent field. The one check of mesh sizes, before any work (`validate`) and before a mesh is made
+  (`capjax.sharding.mesh_shape`, which fills the -1): each size a positive integer or -1 (the devices, or slices,
+  left), at most one -1 per group; a ConfigError naming the field otherwise."""
+  sizes = {}
+  for axis in MESH_AXES:
+    field = DCN_FIELDS[axis] if dcn else axis
+    value = mesh_config.get(field, 1)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (value < 1 and value != -1):
+      raise ConfigError(f"mesh.{field}={value!r} is impossible — set --config.mesh.{field} to a positive integer, "
+                        "or -1 for the devices left")
+    sizes[axis] = int(value)
+  free = [DCN_FIELDS[axis] if dcn else axis for axis, size in sizes.items() if size == -1]
+  if len(free) > 1:
+    raise ConfigError(f"mesh.{' and mesh.'.join(free)} are all -1 — at most one may be -1: give the others sizes")
+  return sizes
 
 
 def _validate_mesh(config: ml_collections.ConfigDict) -> None:
-  """Mesh sizes are positive integers or -1 (one per group at most); the rules table's name, and whether the sizes
-  fit the devices and the rules, are checked by `capjax.sharding.make_mesh`, which knows the tables."""
-  for group in (MESH_SIZES, tuple(f"dcn_{axis}" for axis in MESH_SIZES)):
-    free = []
-    for name in group:
-      value = _field(config, f"mesh.{name}")
-      if value is None:
-        continue
-      if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
-        raise ConfigError(f"mesh.{name}={value!r} is impossible — set --config.mesh.{name} to a positive integer, "
-                          "or -1 for the devices left")
-      if value == -1:
-        free.append(name)
-    if len(free) > 1:
-      raise ConfigError(f"mesh.{' and mesh.'.join(free)} are all -1 — at most one may be -1: give the others sizes")
+  """The mesh sizes (`mesh_sizes`) and that the rules table is named; the table's name, and whether the sizes fit the
+  devices and the rules, are checked by `capjax.sharding.make_mesh`, which knows the tables."""
+  mesh = _field(config, "mesh")
+  if isinstance(mesh, ml_collections.ConfigDict):
+    mesh_sizes(mesh)
+    mesh_sizes(mesh, dcn=True)
   rules = _field(config, "mesh.rules")
   if rules is not None and not isinstance(rules, str):
     raise ConfigError(f"mesh.rules={rules!r} is not a table name — set --config.mesh.rules to one of "

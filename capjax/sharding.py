@@ -26,11 +26,9 @@ import ml_collections
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-from capjax.config_util import ConfigError
+from capjax.config_util import MESH_AXES, ConfigError, mesh_sizes
 
-MESH_AXES = ("data", "fsdp", "model")
 BATCH_AXES = ("data", "fsdp")  # the batch is split over both data-parallel axes
-DCN_FIELDS = {axis: f"dcn_{axis}" for axis in MESH_AXES}  # multi-slice TPU: the axes' sizes across slices
 
 Rules = tuple[tuple[str, str | tuple[str, ...] | None], ...]
 
@@ -114,11 +112,10 @@ def rules_of(config: ml_collections.ConfigDict) -> Rules:
 
 
 def _fill(sizes: dict[str, int], total: int, what: str, unit: str = "devices") -> dict[str, int]:
-  """Replaces the one -1 in `sizes` by what `total` leaves; a ConfigError when the product cannot be `total`."""
+  """Replaces the -1 in `sizes` (at most one: `config_util.mesh_sizes`) by what `total` leaves; a ConfigError when
+  the product cannot be `total`."""
   known = math.prod(v for v in sizes.values() if v != -1)
   free = [k for k, v in sizes.items() if v == -1]
-  if len(free) > 1:
-    raise ConfigError(f"{what} has -1 for {' and '.join(free)} — at most one size may be -1")
   if free:
     if total % known:
       raise ConfigError(f"{what} sizes {sizes} do not divide the {total} {unit} — pick divisors of {total}")
@@ -130,27 +127,21 @@ def _fill(sizes: dict[str, int], total: int, what: str, unit: str = "devices") -
   return sizes
 
 
-def _size(mesh_config, field: str) -> int:
-  value = mesh_config.get(field, 1)
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (value < 1 and value != -1):
-    raise ConfigError(f"mesh.{field}={value!r} is not a size — give a positive integer, or -1 for the rest")
-  return int(value)
-
-
 def mesh_shape(mesh_config: ml_collections.ConfigDict | Mapping[str, Any], num_devices: int,
                num_slices: int = 1) -> tuple[dict[str, int], dict[str, int]]:
   """({axis: size within a slice (ICI)}, {axis: size across slices (DCN)}) for `num_devices` devices.
 
-  A -1 among the DCN sizes takes `num_slices`; a -1 among the ICI sizes takes what the devices of a slice leave.
-  Sizes that cannot fit, and a rules table that leaves an axis larger than 1 unused, are ConfigErrors.
+  The sizes are checked by `config_util.mesh_sizes`. A -1 among the DCN sizes takes `num_slices`; a -1 among the
+  ICI sizes takes what the devices of a slice leave. Sizes that cannot fit, and a rules table that leaves an axis
+  larger than 1 unused, are ConfigErrors.
   """
   name = rules_name(mesh_config)
-  dcn = _fill({a: _size(mesh_config, DCN_FIELDS[a]) for a in MESH_AXES}, num_slices, "DCN mesh", "slices")
+  dcn = _fill(mesh_sizes(mesh_config, dcn=True), num_slices, "DCN mesh", "slices")
   slices = math.prod(dcn.values())
   if num_devices % slices:
     raise ConfigError(f"the DCN mesh has {slices} slices, which do not divide the {num_devices} devices — set "
                       "mesh.dcn_* to the number of slices")
-  ici = _fill({a: _size(mesh_config, a) for a in MESH_AXES}, num_devices // slices,
+  ici = _fill(mesh_sizes(mesh_config), num_devices // slices,
               "mesh" if slices == 1 else f"mesh (in each of {slices} slices)")
   for axis in ("fsdp", "model"):
     if ici[axis] * dcn[axis] > 1 and axis not in _RULE_AXES[name]:

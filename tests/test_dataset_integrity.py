@@ -80,6 +80,29 @@ def test_a_plain_name_is_a_name():
   assert integrity.name_problem("synthetic_scenes_irv2") is None
 
 
+@pytest.mark.parametrize("dataset, parts, wrong", [
+    ("cc3m", ("cc3m", ""), None), ("karpathy/coco", ("karpathy", "coco"), None),
+    ("karpathy/", ("karpathy", ""), "the builder config '' is empty"),
+    ("../x", ("..", "x"), "the dataset name '..' starts with '.' (a path out of the data dir)"),
+    ("a/b/c", ("a", "b/c"), "the builder config 'b/c' holds a path separator"),
+])
+def test_a_dataset_is_name_or_name_slash_config(dataset, parts, wrong):
+  """The one reading (and writing) of --dataset=NAME[/CONFIG]: stats, show, build, the tools, the matrix."""
+  assert integrity.split_dataset(dataset) == parts
+  assert integrity.join_dataset(*parts) == dataset.rstrip("/")
+  problem = integrity.dataset_problem(dataset)
+  assert problem == (wrong and f"{wrong} — give NAME or NAME/CONFIG, e.g. synthetic_scenes/tiny")
+
+
+def test_the_default_data_dir_is_the_flag_then_tfds_data_dir_then_tfds_own(monkeypatch, tmp_path):
+  monkeypatch.setenv("HOME", str(tmp_path))
+  monkeypatch.delenv("TFDS_DATA_DIR", raising=False)
+  assert integrity.data_dir("") == str(tmp_path / "tensorflow_datasets")
+  monkeypatch.setenv("TFDS_DATA_DIR", "~/tfds")
+  assert integrity.data_dir("") == str(tmp_path / "tfds")
+  assert integrity.data_dir("~/given") == str(tmp_path / "given")
+
+
 def _records(data_dir: pathlib.Path, split: str) -> list:
   """The split's records, field by field (pictures as their PNG bytes): two builds of the same examples are not
   byte for byte the same shard files (the serialized records differ), their examples are."""

@@ -320,12 +320,16 @@ def test_bad_mesh_settings_are_one_config_error(fields, message):
     ({"data": -1, "model": -1}, "mesh.data and mesh.model are all -1"),
     ({"fsdp": 0}, "mesh.fsdp=0 is impossible"),
     ({"model": 1.5}, "mesh.model=1.5 is impossible"),
+    ({"dcn_data": -1, "dcn_fsdp": -1}, "mesh.dcn_data and mesh.dcn_fsdp are all -1"),
 ])
-def test_config_validation_rejects_impossible_mesh_sizes(fields, message):
+def test_config_validation_and_the_mesh_reject_impossible_mesh_sizes_alike(fields, message):
+  """One check (`config_util.mesh_sizes`): before any work, and when a mesh is made of fields not validated."""
   config = _config()
   config.mesh = ml_collections.ConfigDict({**config.mesh.to_dict(), **fields})  # any type, as a config file may
   with pytest.raises(ConfigError, match=message):
     config_util.validate(config)
+  with pytest.raises(ConfigError, match=message):
+    sharding.mesh_shape(config.mesh, 8)
 
 
 # ------------------------------------------------------------------------------------------ sharding report

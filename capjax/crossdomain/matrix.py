@@ -22,7 +22,7 @@ from capjax import files
 from capjax import inference
 from capjax.config_util import ConfigError
 from capjax.crossdomain import paper
-from capjax.data import sources
+from capjax.data import integrity, sources
 from capjax.data.vocab import VOCAB_FILENAME
 from capjax.strings import as_str
 
@@ -49,11 +49,11 @@ class TestSet:
 
   @property
   def name(self) -> str:
-    return self.dataset.partition("/")[0]
+    return integrity.split_dataset(self.dataset)[0]
 
   @property
   def builder_config(self) -> str:
-    return self.dataset.partition("/")[2]
+    return integrity.split_dataset(self.dataset)[1]
 
   @property
   def paper_key(self) -> str | None:
@@ -152,7 +152,7 @@ def load_workdir_config(workdir: str) -> ml_collections.ConfigDict:
 
 
 def dataset_name(dataset: ml_collections.ConfigDict) -> str:
-  return dataset.name + (f"/{dataset.builder_config}" if dataset.get("builder_config") else "")
+  return integrity.join_dataset(dataset.name, dataset.get("builder_config", ""))
 
 
 @dataclasses.dataclass

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from capjax.data import integrity
+
 CITATION = "Sharma et al. 2018 (ACL), Conceptual Captions"
 
 
@@ -64,7 +66,7 @@ _TRAINING = {"karpathy/coco": "COCO", "coco_captions": "COCO", "cc3m": "Conceptu
 
 def test_set_key(dataset: str, split: str) -> str | None:
   """The key of TABLES the test set `dataset` ("karpathy/coco", "cc3m/unlabeled") `split` stands for, or None."""
-  return _TEST_SETS.get((dataset, split)) or _TEST_SETS.get((dataset.partition("/")[0], split))
+  return _TEST_SETS.get((dataset, split)) or _TEST_SETS.get((integrity.split_dataset(dataset)[0], split))
 
 
 PAPER_SIZES = {"t2t": {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6}, "rnn": {"d_model": 512}}
@@ -83,7 +85,7 @@ def model_key(model) -> str | None:
 
 def training_key(dataset: str) -> str | None:
   """The paper's training condition ("COCO", "Conceptual") of our training dataset, or None."""
-  return _TRAINING.get(dataset) or _TRAINING.get(dataset.partition("/")[0])
+  return _TRAINING.get(dataset) or _TRAINING.get(integrity.split_dataset(dataset)[0])
 
 
 def figures(test_set: str | None, model: str | None, training: str | None) -> dict[str, float]:

@@ -94,7 +94,7 @@ def set_aside_if_damaged(folder: str, name: str, data_dir: str, manual_dir: str,
   if wrong is None:
     return None
   import tensorflow_datasets as tfds  # noqa: PLC0415
-  manual = getattr(tfds.builder_cls(name.partition("/")[0]), "MANUAL_DOWNLOAD_INSTRUCTIONS", None)
+  manual = getattr(tfds.builder_cls(integrity.split_dataset(name)[0]), "MANUAL_DOWNLOAD_INSTRUCTIONS", None)
   if manual and not os.path.isdir(manual_dir or os.path.join(data_dir, "downloads", "manual")):
     cli.fail(f"the dataset in {folder} is damaged ({wrong}), and building it again needs its downloaded files — "
              f"{how}")
@@ -116,7 +116,7 @@ def restore(aside: str | None, folder: str | None) -> None:
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
   from capjax.data import sources  # noqa: PLC0415 (imports jax: not for --help and flag errors)
-  dataset, _, config_name = _DATASET.value.partition("/")
+  dataset, config_name = integrity.split_dataset(_DATASET.value)
   if config_name and _CONFIG.value and config_name != _CONFIG.value:
     cli.fail(f"--dataset={_DATASET.value} and --config={_CONFIG.value} name two configs — give one")
   if dataset not in sources.KNOWN_BUILDERS:
@@ -140,7 +140,7 @@ def main(argv: Sequence[str]) -> None:
   if config_name and config_name not in configs:
     cli.fail(f"{dataset} has no config {config_name!r} — choose one of {', '.join(configs) or '(none)'}")
   # Checked (and made) once the arguments are known to be right, but before the build: a typo creates no folder.
-  data_dir = cli.writable_dir(sources.default_data_dir({"data_dir": _DATA_DIR.value}), "--data_dir")
+  data_dir = cli.writable_dir(integrity.data_dir(_DATA_DIR.value), "--data_dir")
   chosen = kwargs["config"].name if "config" in kwargs else config_name
   folder = (os.path.join(data_dir, dataset, chosen, str(tfds.builder_cls(dataset).VERSION)) if "config" in kwargs
             else integrity.registered_folder(dataset, chosen, data_dir))  # --set configs are not in BUILDER_CONFIGS
@@ -149,7 +149,7 @@ def main(argv: Sequence[str]) -> None:
                                  _MANUAL_DIR.value, sources.KNOWN_BUILDERS[dataset][1]) if folder else None
   try:
     stack.enter_context(_ctrl_c_lands_in_the_build())
-    builder = tfds.builder(dataset + (f"/{config_name}" if config_name else ""), data_dir=data_dir, **kwargs)
+    builder = tfds.builder(integrity.join_dataset(dataset, config_name), data_dir=data_dir, **kwargs)
     if left := [path for path in leftovers(builder) if path != damaged]:
       print(f"note: {len(left)} folder(s) left by interrupted builds of this dataset: {', '.join(left)} — remove "
             "them once no other build of it is running", file=sys.stderr)
@@ -180,8 +180,8 @@ def main(argv: Sequence[str]) -> None:
     raise SystemExit(130)
   if damaged:
     shutil.rmtree(damaged)
-  config = f"/{builder.builder_config.name}" if builder.builder_config else ""  # flickrstyle10k has none
-  print(f"built {builder.name}{config} {builder.version} in {builder.data_dir}")
+  config = builder.builder_config.name if builder.builder_config else ""  # flickrstyle10k has none
+  print(f"built {integrity.join_dataset(builder.name, config)} {builder.version} in {builder.data_dir}")
   for split, info in builder.info.splits.items():
     print(f"  {split}: {info.num_examples:,} examples")
 

@@ -1,7 +1,9 @@
 """Whether a built dataset's folder is whole, checked before it is reused or read: its metadata files parse, and every
 ArrayRecord shard that dataset_info.json lists is there and holds the records listed for it. Cheap: each shard's
 footer is read, no record (a shard cut short, emptied or replaced has lost its footer and counts 0 records). Also
-where a dataset's folders are, and the names a folder of a data dir may have (no path separator, no leading '.').
+where a dataset's folders are: the one default data dir (`data_dir`), the one reading and writing of `NAME[/CONFIG]`
+(`split_dataset`, `join_dataset`, `dataset_problem`), and the names a folder of a data dir may have (no path
+separator, no leading '.').
 
 In the foundations layer, below `capjax.data.sources`, so that `capjax.text.stats` shares it.
 """
@@ -13,6 +15,7 @@ import json
 import os
 
 INFO, FEATURES = "dataset_info.json", "features.json"
+DEFAULT_DATA_DIR = "~/tensorflow_datasets"  # TFDS's (tfds.core.constants.DATA_DIR), known without loading TensorFlow
 
 
 class DamagedDatasetError(RuntimeError):
@@ -136,6 +139,33 @@ def _is_version(name: str) -> bool:
   """`1.0.0`: the name of a version folder (TFDS's work-in-progress folders are named `incomplete.*`)."""
   parts = name.split(".")
   return len(parts) == 3 and all(p.isdigit() for p in parts)
+
+
+def data_dir(given: str = "") -> str:
+  """The TFDS data dir meant by `given` (a --data_dir flag, a config's dataset.data_dir): `given`, else
+  $TFDS_DATA_DIR, else TFDS's ~/tensorflow_datasets; `~` expanded."""
+  return os.path.expanduser(given or os.environ.get("TFDS_DATA_DIR", DEFAULT_DATA_DIR))
+
+
+def split_dataset(dataset: str) -> tuple[str, str]:
+  """`NAME` or `NAME/CONFIG`, as --dataset flags and TFDS spell a dataset -> (name, builder config: '' for none)."""
+  name, _, config = dataset.partition("/")
+  return name, config
+
+
+def join_dataset(name: str, config: str = "") -> str:
+  """`NAME/CONFIG`, or `NAME` when `config` is '': what `split_dataset` reads."""
+  return f"{name}/{config}" if config else name
+
+
+def dataset_problem(dataset: str) -> str | None:
+  """Why `dataset` cannot be `NAME` or `NAME/CONFIG` (a part that is no folder name: `name_problem`), with what to
+  give instead; None when it can."""
+  name, config = split_dataset(dataset)
+  for part, what in ((name, "dataset name"), *(((config, "builder config"),) if "/" in dataset else ())):
+    if wrong := name_problem(part):
+      return f"the {what} {part!r} {wrong} — give NAME or NAME/CONFIG, e.g. synthetic_scenes/tiny"
+  return None
 
 
 def name_problem(name: str) -> str | None:

@@ -1,5 +1,6 @@
 """Writing a TFDS dataset from outside a builder one ArrayRecord shard at a time, so that a killed job resumes at the
-first missing shard: the shards' index ranges, the settings manifest a resumed job must match, and the shard writer.
+first missing shard: the shards' index ranges, the settings manifest a resumed job must match, the shard writer, and
+the dataset's info (`write_info`: dataset_info.json, features.json, metadata.json) once its shards are written.
 
 Used by the feature extraction (`capjax.tools.extract_tfds_features`) and ERG's augmentation (`capjax.erg.augment`).
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capjax import files
@@ -69,3 +70,31 @@ class ShardWriter:
       return
     self.info_path.write_text(json.dumps(self.info) + "\n")
     os.replace(self.tmp, self.path)
+
+
+def write_info(out_dir: str | os.PathLike[str], name: str, version: str, features: Any, template: Any,
+               shard_lengths: Mapping[str, Sequence[int]], *, config_name: str | None = None,
+               config_description: str | None = None, **fields: Any) -> None:
+  """The info of the ArrayRecord shards written in `out_dir` (dataset_info.json, features.json; metadata.json with
+  `metadata`), so that TFDS reads them as dataset `name` (`tfds.builder(name[/config], data_dir=...)`,
+  `tfds.builder_from_directory`): unshuffled, each split of `shard_lengths` with its shards' lengths and bytes (its
+  files named by `template`, a `naming.ShardedFileTemplate`). `fields`: DatasetInfo's `description`, `citation`,
+  `homepage`, and `metadata` (a dict)."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415 (TensorFlow: only once a dataset is written)
+  from tensorflow_datasets.core import dataset_info as dataset_info_lib  # noqa: PLC0415
+  splits = []
+  for split, lengths in shard_lengths.items():
+    split_template = template.replace(split=split)
+    paths = split_template.sharded_filepaths(len(lengths))
+    splits.append(tfds.core.SplitInfo(name=split, shard_lengths=list(lengths),
+                                      num_bytes=sum(os.path.getsize(p) for p in paths),
+                                      filename_template=split_template))
+  identity = dataset_info_lib.DatasetIdentity(
+      name=name, version=tfds.core.Version(version), data_dir=os.fspath(out_dir), module_name="",
+      config_name=config_name, config_description=config_description)
+  if "metadata" in fields:
+    fields["metadata"] = tfds.core.MetadataDict(fields["metadata"])
+  info = tfds.core.DatasetInfo(builder=identity, features=features, disable_shuffling=True, **fields)
+  info.set_file_format("array_record")
+  info.set_splits(tfds.core.SplitDict(splits))
+  info.write_to_directory(out_dir)

@@ -54,14 +54,15 @@ _IMAGE_FIELDS = ("image",)
 _SHOWN_VALUES = 64  # an array field with more values (a feature grid) is summarised by its shape, not printed
 
 
-def open_builder(dataset: str, data_dir: str):
-  """The builder of the built `dataset` (NAME or NAME/CONFIG) in `data_dir`, checked whole (`capjax.data.sources`):
-  DatasetNotBuiltError or ConfigError otherwise. A name of the form `NAME_VARIANT` that only exists as files (a
-  feature variant) is read from its files."""
+def open_builder(dataset: str, data_dir: str, features: str = "", auto_build: bool = False):
+  """The builder of the built `dataset` (NAME or NAME/CONFIG; its feature variant `features`) in `data_dir`, checked
+  whole (`capjax.data.sources.prepare`; with `auto_build`, an embedded dataset is built first): DatasetNotBuiltError
+  or ConfigError otherwise. A name of the form `NAME_VARIANT` that only exists as files (a feature variant) is read
+  from its files."""
   from capjax.data import sources  # noqa: PLC0415 (JAX and TensorFlow: not for --help and flag errors)
-  name, _, config = dataset.partition("/")
+  name, config = integrity.split_dataset(dataset)
   spec = ml_collections.ConfigDict({"name": name, "builder_config": config, "data_dir": data_dir,
-                                    "features": "", "auto_build": False})
+                                    "features": features, "auto_build": auto_build})
   return sources.prepare(spec)
 
 
@@ -212,13 +213,10 @@ def main(argv: Sequence[str]) -> int:
   cli.parse(FLAGS, argv, __doc__)
   cli.quiet_library_logs()
   from capjax.data import sources  # noqa: PLC0415
-  data_dir = sources.default_data_dir({"data_dir": _DATA_DIR.value})
+  data_dir = integrity.data_dir(_DATA_DIR.value)
   dataset, split = _DATASET.value, _SPLIT.value
-  base, slash, config = dataset.partition("/")
-  for part, what in ((base, "dataset name"), *(((config, "builder config"),) if slash else ())):
-    if wrong := integrity.name_problem(part):
-      cli.fail(f"--dataset={dataset}: the {what} {part!r} {wrong} — give NAME or NAME/CONFIG, e.g. "
-               "synthetic_scenes/tiny")
+  if wrong := integrity.dataset_problem(dataset):
+    cli.fail(f"--dataset={dataset}: {wrong}")
   if os.path.exists(data_dir) and not os.path.isdir(data_dir):
     cli.fail(f"--data_dir={data_dir} is a file, not a directory — give the TFDS data dir the dataset is built in")
   try:

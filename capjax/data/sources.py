@@ -81,12 +81,12 @@ def replaced(config: ml_collections.ConfigDict, **changes) -> ml_collections.Con
 
 
 def default_data_dir(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
-  return os.path.expanduser(config["data_dir"] or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
+  return integrity.data_dir(config["data_dir"])
 
 
 def _with_config(name: str, config: ml_collections.ConfigDict) -> str:
   """`name/builder_config`, or `name` when the config names no builder config."""
-  return name + (f"/{config.builder_config}" if config.get("builder_config") else "")
+  return integrity.join_dataset(name, config.get("builder_config", ""))
 
 
 def _builder(config: ml_collections.ConfigDict):

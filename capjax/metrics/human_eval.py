@@ -370,15 +370,12 @@ def _pictures(spec: str, data_dir: str, features: str, image_ids: Sequence[str])
     cli.fail(f"--images={spec} is not DATASET[/CONFIG]:SPLIT — give the split the predictions are of, e.g. "
              "--images=karpathy/flickr30k:test")
   cli.quiet_library_logs()
-  import ml_collections  # noqa: PLC0415
   from capjax.config_util import ConfigError  # noqa: PLC0415
   from capjax.data import show, sources  # noqa: PLC0415 (TensorFlow: not for --help and flag errors)
-  name, _, config = dataset.partition("/")
   splits = []
   for variant in ("", features) if features else ("",):
     try:
-      builder = sources.prepare(ml_collections.ConfigDict({"name": name, "builder_config": config, "features": variant,
-                                                           "data_dir": data_dir, "auto_build": False}))
+      builder = show.open_builder(dataset, data_dir, features=variant)
     except (sources.DatasetNotBuiltError, ConfigError) as error:
       cli.fail(str(error))
     if split not in builder.info.splits:

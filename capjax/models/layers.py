@@ -1,4 +1,6 @@
-"""Shared Flax layers with logical axis names: dense, attention with an explicit decode cache, MLP, positions.
+"""Shared Flax layers with logical axis names: dense, attention with an explicit decode cache, MLP, positions. The
+attention (`HeadsProjection`, `dot_product_attention`, `MultiHeadAttention`, `write_cache`) is also BERT's and
+GPT-2's (`capjax.text_models.attention`).
 
 Every kernel and bias is created through `nn.with_logical_partitioning`, and the main activations are constrained
 with `nn.with_logical_constraint`; `capjax.sharding` maps the names (the constraints apply inside its
@@ -17,7 +19,7 @@ import numpy as np
 Array = jax.Array
 Dtype = Any
 
-NEG_INF = -1e9
+NEG_INF = -1e9  # added to the logits of masked keys and padding rows
 
 
 def logical(init: nn.initializers.Initializer, axes: tuple[str, ...]) -> nn.initializers.Initializer:
@@ -108,22 +110,44 @@ class HeadsProjection(nn.Module):
     return jnp.einsum("...d,dhk->...hk", x, kernel) + bias
 
 
+def dot_product_attention(q: Array, k: Array, v: Array, bias: Array | None, dropout: nn.Dropout,
+                          deterministic: bool, dtype: Dtype) -> tuple[Array, Array]:
+  """Scaled queries (B, Q, heads, head_dim), keys and values (B, K, heads, head_dim), an additive bias broadcastable
+  to (B, heads, Q, K) or None -> (context (B, Q, heads, head_dim), the float32 weights (B, heads, Q, K)). The
+  softmax runs in float32; `dropout` drops weights (in `dtype`) on their way to the values, not the ones returned."""
+  logits = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+  if bias is not None:
+    logits = logits + bias
+  weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+  ctx = jnp.einsum("bhqk,bkhd->bqhd", dropout(weights.astype(dtype), deterministic=deterministic), v)
+  return ctx, weights
+
+
+def write_cache(cache: tuple[Array, Array], k: Array, v: Array, index: Array | int) -> tuple[Array, Array]:
+  """A decode cache (keys, values: (B, max_length, heads, head_dim)) with this chunk's keys and values written at
+  position `index` (in the cache's dtype)."""
+  return (jax.lax.dynamic_update_slice_in_dim(cache[0], k.astype(cache[0].dtype), index, axis=1),
+          jax.lax.dynamic_update_slice_in_dim(cache[1], v.astype(cache[1].dtype), index, axis=1))
+
+
 class MultiHeadAttention(nn.Module):
-  """Multi-head attention whose key/value projection can run once and be reused (decode caches)."""
+  """Multi-head attention whose key/value projection can run once and be reused (decode caches): the attention of
+  T2T and, through `capjax.text_models.attention.SelfAttention`, of BERT and GPT-2. Biased query/key/value
+  projections (`HeadsProjection`: they initialise inside a mesh), queries scaled by 1/sqrt(head_dim), an output
+  kernel (heads, kv, embed) and bias; `kernel_init` initialises the four kernels."""
 
   num_heads: int
   head_dim: int
   dropout_rate: float = 0.0
   dtype: Dtype = jnp.float32
+  kernel_init: nn.initializers.Initializer = nn.initializers.xavier_uniform()
 
   def setup(self):
-    init = nn.initializers.xavier_uniform()
-
     def proj(name: str) -> HeadsProjection:
-      return HeadsProjection(self.num_heads, self.head_dim, init, self.dtype, name=name)
+      return HeadsProjection(self.num_heads, self.head_dim, self.kernel_init, self.dtype, name=name)
 
     self.query, self.key, self.value = proj("query"), proj("key"), proj("value")
-    self.out_kernel = self.param("out_kernel", logical(init, ("heads", "kv", "embed")),
+    self.out_kernel = self.param("out_kernel", logical(self.kernel_init, ("heads", "kv", "embed")),
                                  (self.num_heads, self.head_dim, self.num_heads * self.head_dim))
     self.out_bias = self.param("out_bias", logical(nn.initializers.zeros, ("embed",)),
                                (self.num_heads * self.head_dim,))
@@ -134,15 +158,15 @@ class MultiHeadAttention(nn.Module):
     return (nn.with_logical_constraint(self.key(x), HEAD_AXES),
             nn.with_logical_constraint(self.value(x), HEAD_AXES))
 
-  def attend(self, x_q: Array, k: Array, v: Array, bias: Array | None, deterministic: bool) -> Array:
+  def attention(self, x_q: Array, k: Array, v: Array, bias: Array | None,
+                deterministic: bool) -> tuple[Array, Array]:
+    """(output (B, Q, E), the float32 weights (B, heads, Q, K)) of queries from `x_q` over keys and values `k`, `v`."""
     q = nn.with_logical_constraint(self.query(x_q), HEAD_AXES) / jnp.sqrt(self.head_dim).astype(self.dtype)
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k)
-    if bias is not None:
-      logits = logits + bias
-    weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(self.dtype)
-    weights = self.dropout(weights, deterministic=deterministic)
-    ctx = jnp.einsum("bhqk,bkhd->bqhd", weights, v)
-    return jnp.einsum("bqhd,hde->bqe", ctx, self.out_kernel.astype(self.dtype)) + self.out_bias
+    ctx, weights = dot_product_attention(q, k, v, bias, self.dropout, deterministic, self.dtype)
+    return jnp.einsum("bqhd,hde->bqe", ctx, self.out_kernel.astype(self.dtype)) + self.out_bias, weights
+
+  def attend(self, x_q: Array, k: Array, v: Array, bias: Array | None, deterministic: bool) -> Array:
+    return self.attention(x_q, k, v, bias, deterministic)[0]
 
   def __call__(self, x_q: Array, x_kv: Array, bias: Array | None, deterministic: bool) -> Array:
     k, v = self.project_kv(x_kv)
@@ -168,7 +192,7 @@ class MLP(nn.Module):
                     bias_init=logical(nn.initializers.zeros, ("embed",)))(h)
 
 
-def layer_norm(name: str, dtype: Dtype = jnp.float32) -> nn.LayerNorm:
-  return nn.LayerNorm(dtype=dtype, name=name,
+def layer_norm(name: str, dtype: Dtype = jnp.float32, epsilon: float = 1e-6) -> nn.LayerNorm:
+  return nn.LayerNorm(epsilon=epsilon, dtype=dtype, name=name,
                       scale_init=logical(nn.initializers.ones, ("embed",)),
                       bias_init=logical(nn.initializers.zeros, ("embed",)))

@@ -151,9 +151,7 @@ class T2T(nn.Module):
     bias = jnp.where(jnp.arange(c.max_len) <= index, 0.0, NEG_INF)[None, None, None, :]
     new_self = []
     for layer, (k_cache, v_cache), cross in zip(self.decoder_layers, cache["self"], cache["cross"]):
-      k, v = layer.self_kv(y)
-      k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k.astype(k_cache.dtype), index, axis=1)
-      v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v.astype(v_cache.dtype), index, axis=1)
+      k_cache, v_cache = layers.write_cache((k_cache, v_cache), *layer.self_kv(y), index)
       y = layer(y, (k_cache, v_cache), bias, cross, deterministic=True)
       new_self.append((k_cache, v_cache))
     return self.logits(y)[:, 0], {"cross": cache["cross"], "self": new_self}

@@ -160,12 +160,10 @@ def read_dataset_captions(name: str, split: str, data_dir: str, field: str = "")
   feature arrays are not decoded). A damaged dataset (`capjax.data.integrity`) is a UsageError saying how to build
   it again."""
   import tensorflow_datasets as tfds  # noqa: PLC0415
-  data_dir = os.path.expanduser(data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
-  base, _, config = name.partition("/")
-  for part, what in ((base, "dataset name"), *(((config, "builder config"),) if "/" in name else ())):
-    if wrong := integrity.name_problem(part):
-      raise UsageError(f"--dataset={name}: the {what} {part!r} {wrong} — give NAME or NAME/CONFIG, e.g. "
-                       "synthetic_scenes/tiny")
+  data_dir = integrity.data_dir(data_dir)
+  if wrong := integrity.dataset_problem(name):
+    raise UsageError(f"--dataset={name}: {wrong}")
+  base, config = integrity.split_dataset(name)
   rebuild = integrity.rebuild_command(name, data_dir)
   try:
     for folder in integrity.version_folders(data_dir, base, config):

@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import ml_collections
 import numpy as np
 import tqdm
 from absl import flags, logging
@@ -329,31 +328,18 @@ def shard_paths(template, num_shards: int) -> list[pathlib.Path]:
 
 
 def _write_metadata(out_dir, name, config, source_builder, features, splits, template, info_dir, settings) -> None:
-  """dataset_info.json and features.json, so `tfds.builder(name/config, data_dir=...)` reads the shards."""
-  import tensorflow_datasets as tfds  # noqa: PLC0415
-  from tensorflow_datasets.core import dataset_info as dataset_info_lib  # noqa: PLC0415
-  split_infos = []
-  skipped: dict[str, list] = {}
-  for split in splits:
-    infos = sorted(info_dir.glob(f"{split}-*.json"))
-    shard_info = [json.loads(p.read_text()) for p in infos]
-    t = template.replace(split=split)
-    split_infos.append(tfds.core.SplitInfo(
-        name=split, shard_lengths=[s["num_examples"] for s in shard_info],
-        num_bytes=sum(p.stat().st_size for p in shard_paths(t, len(infos))), filename_template=t))
-    skipped[split] = [s for info in shard_info for s in info["skipped"]]
-  identity = dataset_info_lib.DatasetIdentity(
-      name=name, version=tfds.core.Version(str(source_builder.version)), data_dir=os.fspath(out_dir),
-      module_name="", config_name=config,
-      config_description=f"{source_builder.name}/{config or ''} as Inception-ResNet-v2 features")
-  info = tfds.core.DatasetInfo(
-      builder=identity, features=features, disable_shuffling=True,
+  """dataset_info.json and features.json (`shards.write_info`), so `tfds.builder(name/config, data_dir=...)` reads
+  the shards; skipped.json, the pictures each split's shards could not read."""
+  shard_info = {split: [json.loads(p.read_text()) for p in sorted(info_dir.glob(f"{split}-*.json"))]
+                for split in splits}
+  shards.write_info(
+      out_dir, name, str(source_builder.version), features, template,
+      {split: [s["num_examples"] for s in infos] for split, infos in shard_info.items()}, config_name=config,
+      config_description=f"{source_builder.name}/{config or ''} as Inception-ResNet-v2 features",
       description=(f"Inception-ResNet-v2 features of {settings.source} at {settings.image_size}x"
                    f"{settings.image_size} pixels, written by capjax.tools.extract_tfds_features."),
       citation=source_builder.info.citation, homepage=source_builder.info.homepage)
-  info.set_file_format("array_record")
-  info.set_splits(tfds.core.SplitDict(split_infos))
-  info.write_to_directory(out_dir)
+  skipped = {split: [s for info in infos for s in info["skipped"]] for split, infos in shard_info.items()}
   (out_dir / SKIPPED).write_text(json.dumps(skipped, indent=1) + "\n")
 
 
@@ -389,9 +375,9 @@ def main(argv: Sequence[str]) -> None:
   import jax  # noqa: PLC0415
 
   from capjax import distributed  # noqa: PLC0415
-  from capjax.data import sources  # noqa: PLC0415
+  from capjax.data import show, sources  # noqa: PLC0415
   from capjax.models import inception_resnet_v2 as irv2  # noqa: PLC0415
-  name, _, config = _DATASET.value.partition("/")
+  name = integrity.split_dataset(_DATASET.value)[0]
   if name not in sources.KNOWN_BUILDERS:
     cli.fail(f"unknown dataset {name!r} — choose one of {', '.join(sorted(sources.KNOWN_BUILDERS))}")
   if _DATA_DIR.value and not os.path.isdir(os.path.expanduser(_DATA_DIR.value)):
@@ -400,14 +386,12 @@ def main(argv: Sequence[str]) -> None:
     distributed.maybe_initialize(_DISTRIBUTED.value)
   except distributed.NoClusterError as error:
     cli.fail(str(error))
-  dataset = ml_collections.ConfigDict(
-      {"name": name, "builder_config": config, "data_dir": _DATA_DIR.value, "auto_build": False, "features": ""})
   output_flag = "--output_data_dir" if _OUTPUT_DATA_DIR.value else "--data_dir"
-  output_root = cli.writable_dir(os.path.expanduser(_OUTPUT_DATA_DIR.value or sources.default_data_dir(dataset)),
+  output_root = cli.writable_dir(os.path.expanduser(_OUTPUT_DATA_DIR.value or integrity.data_dir(_DATA_DIR.value)),
                                  output_flag)  # checked before hours of extraction, not after
   start = time.perf_counter()
   try:  # a source that is not built, unconverted weights, or settings that do not fit: exit 2 with what to do
-    source = sources.prepare(dataset)
+    source = show.open_builder(_DATASET.value, _DATA_DIR.value)
     if irv2.is_random(irv2.read_metadata(_WEIGHTS.value)):
       print(irv2.random_warning(_WEIGHTS.value), file=sys.stderr)
     out_dir = extract_dataset(
