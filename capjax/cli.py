@@ -15,6 +15,7 @@ Values: `parse` refuses a float flag that is NaN or infinite in every command (a
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging as pylogging
 import os
 import errno
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # every command imports this module before TensorFlow loads
 
@@ -174,6 +175,19 @@ def flags_help(flag_values: flags.FlagValues) -> str:
   modules = set(flag_values.flags_by_module_dict())
   lines = flag_values.get_help(prefix="", include_special_flags=False).splitlines()
   return "\n".join(line for line in lines if line.strip() and line.rstrip(":") not in modules)
+
+
+def lazy_attributes(module: str, names: dict[str, str]) -> Callable[[str], Any]:
+  """A module's `__getattr__` (PEP 562) for a command that is also a library's front: each of `names` (name ->
+  the module that defines it, or the module itself where its last part is the name: "decode" -> "capjax.decode")
+  is imported on first use, so that the command's `--help` does not load what its work needs (JAX, Flax)."""
+  def getattr_(name: str) -> Any:
+    if name not in names:
+      raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    if names[name].rpartition(".")[2] == name:
+      return importlib.import_module(names[name])
+    return getattr(importlib.import_module(names[name]), name)
+  return getattr_
 
 
 def run(main: Callable[[list[str]], int | None]) -> NoReturn:

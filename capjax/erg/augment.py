@@ -42,11 +42,9 @@ shard (and a run with other arguments over a partial output is an error, not a m
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Sequence
-from typing import Any
 
+from capjax import cli
 from capjax.erg import settings
 
 # The job's API, for `capjax.erg.demo` and the tests (the command is its front), imported on first use so that the
@@ -60,10 +58,7 @@ DEFAULT_EXAMPLES_PER_SHARD = settings.DEFAULT_EXAMPLES_PER_SHARD
 __all__ = sorted([*_EXPORTS, "DEFAULT_EXAMPLES_PER_SHARD", "check_filter_flags", "main"])
 
 
-def __getattr__(name: str) -> Any:
-  if name in _EXPORTS:
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = cli.lazy_attributes(__name__, _EXPORTS)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -118,7 +113,6 @@ def _flags():
 def check_filter_flags(values) -> None:
   """The filters' thresholds, before any work: out of range, no pair passes and the dataset written is empty.
   (`values`: parsed flags with max_perplexity, min_similarity and min_content; erg.demo has the last alone.)"""
-  from capjax import cli  # noqa: PLC0415
   if "max_perplexity" in values:
     cli.check_number("--max_perplexity", values["max_perplexity"].value, 0, low_open=True,
                      hint=f" (the paper's {settings.MAX_PERPLEXITY:g})")
@@ -130,7 +124,6 @@ def check_filter_flags(values) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-  from capjax import cli  # noqa: PLC0415
   values = _flags()
   cli.parse(values, argv, __doc__)
   missing = [f"--{name}" for name in ("stylized", "factual", "style", "output_dataset") if not values[name].value]
@@ -142,7 +135,8 @@ def main(argv: Sequence[str]) -> None:
   if values["lm"].value:  # read after the models load: a FIFO or a folder is refused now, not minutes later
     from capjax import files  # noqa: PLC0415
     files.input_file(values["lm"].value, "--lm", "a style LM file from `python -m capjax.metrics.stylized_lm`")
-  data_dir = os.path.expanduser(values["data_dir"].value or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
+  from capjax.data import integrity  # noqa: PLC0415
+  data_dir = integrity.data_dir(values["data_dir"].value)
   output_data_dir = values["output_data_dir"].value or data_dir
   cli.writable_dir(output_data_dir, "--output_data_dir")
   if values["save_retriever"].value:
@@ -166,5 +160,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  from capjax import cli
   cli.run(main)

@@ -31,14 +31,10 @@ class Scene:
 
 def open_dataset(spec: str, split: str, data_dir: str, flag: str):
   """(builder, data source) of `name[/config]`'s `split`, building an embedded dataset on first use."""
-  import ml_collections  # noqa: PLC0415
   from capjax.config_util import ConfigError  # noqa: PLC0415
-  from capjax.data import sources  # noqa: PLC0415
-  name, _, config = spec.partition("/")
-  dataset = ml_collections.ConfigDict({"name": name, "builder_config": config, "data_dir": data_dir, "features": "",
-                                       "auto_build": True})
+  from capjax.data import show, sources  # noqa: PLC0415
   try:
-    builder = sources.prepare(dataset)
+    builder = show.open_builder(spec, data_dir, auto_build=True)
   except (ConfigError, sources.DatasetNotBuiltError) as error:
     raise AugmentError(f"{flag}={spec}: {error}") from error
   if split.split("[", 1)[0] not in builder.info.splits:

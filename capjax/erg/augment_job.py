@@ -261,8 +261,8 @@ def write(job: Job, log: Callable[[str], None]) -> filters.Counts:
   if total.generated and total.rejected["similarity"] == total.generated:
     log(f"warning: no factual example retrieved a {o.style} scene above similarity {o.min_similarity} — nothing "
         "passes the similarity filter; try another --mode or a factual set closer to the stylized one")
-  _write_metadata(out_dir, o.output_dataset, job.features, template, [s["num_examples"] for s in shard_infos], paths,
-                  total, job.settings)
+  _write_metadata(out_dir, o.output_dataset, job.features, template, [s["num_examples"] for s in shard_infos], total,
+                  job.settings)
   (out_dir / FUNNEL_HTML).write_text(filters.funnel_html(total, f"{o.output_dataset}: {o.style} augmentation funnel"),
                                      encoding="utf-8")
   return total
@@ -301,19 +301,10 @@ def output_features(image_feature):
   return tfds.features.FeaturesDict(features)
 
 
-def _write_metadata(out_dir, name, features, template, shard_lengths, paths, counts, settings) -> None:
+def _write_metadata(out_dir, name, features, template, shard_lengths, counts, settings) -> None:
   """dataset_info.json, features.json and metadata.json (the funnel), so `tfds.builder_from_directory` reads it."""
-  import tensorflow_datasets as tfds  # noqa: PLC0415
-  from tensorflow_datasets.core import dataset_info as dataset_info_lib  # noqa: PLC0415
-  identity = dataset_info_lib.DatasetIdentity(name=name, version=tfds.core.Version(VERSION),
-                                              data_dir=os.fspath(out_dir), module_name="")
-  info = tfds.core.DatasetInfo(
-      builder=identity, features=features, disable_shuffling=True,
-      description=(f"ERG stylized captions ({settings.style}) for {settings.factual}, retrieved ({settings.mode}) "
-                   f"from {settings.stylized}, generated and filtered, written by capjax.erg.augment."),
-      metadata=tfds.core.MetadataDict(funnel=counts.to_json(), settings=dataclasses.asdict(settings)))
-  info.set_file_format("array_record")
-  info.set_splits(tfds.core.SplitDict([tfds.core.SplitInfo(
-      name=SPLIT, shard_lengths=list(shard_lengths), num_bytes=sum(p.stat().st_size for p in paths),
-      filename_template=template)]))
-  info.write_to_directory(out_dir)
+  shards.write_info(out_dir, name, VERSION, features, template, {SPLIT: list(shard_lengths)},
+                    description=(f"ERG stylized captions ({settings.style}) for {settings.factual}, retrieved "
+                                 f"({settings.mode}) from {settings.stylized}, generated and filtered, written by "
+                                 "capjax.erg.augment."),
+                    metadata={"funnel": counts.to_json(), "settings": dataclasses.asdict(settings)})

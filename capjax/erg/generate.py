@@ -39,10 +39,10 @@ saving); this module is the command and keeps the names its callers use.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from collections.abc import Sequence
-from typing import Any
+
+from capjax import cli
 
 # The names callers reach through this module, and the module each lives in: imported on first use, so that the
 # command's --help does not load JAX and Flax (tests and benchmarks also reach `decode` and `tokens` here).
@@ -55,16 +55,9 @@ _EXPORTS = {
                     f"{_PACKAGE}.training"),
     **dict.fromkeys(("BPE_FILES", "CLS", "SEP", "BPEVocab", "Vocab", "WordVocab"), f"{_PACKAGE}.vocab"),
 }
-_MODULES = {"decode": "capjax.decode", "tokens": "capjax.tokens"}
+_EXPORTS.update({"decode": "capjax.decode", "tokens": "capjax.tokens"})  # modules, as `from capjax import decode`
 __all__ = sorted([*_EXPORTS, "main"])
-
-
-def __getattr__(name: str) -> Any:
-  if name in _MODULES:
-    return importlib.import_module(_MODULES[name])
-  if name in _EXPORTS:
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = cli.lazy_attributes(__name__, _EXPORTS)
 
 
 def _flags():
@@ -96,7 +89,6 @@ def _flags():
 
 def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
-  from capjax import cli  # noqa: PLC0415
   values = _flags()
   cli.parse(values, argv, __doc__)
   # After the flags: the generator's modules load JAX and Flax.
@@ -148,5 +140,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  from capjax import cli
   cli.run(main)
