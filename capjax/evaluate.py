@@ -137,7 +137,7 @@ class StyleJudges:
       raise ConfigError(f"dataset.style: {error}") from error
     self.classifier = None
     if config.eval.get("style_model"):
-      from capjax.text_models import style_classifier  # noqa: PLC0415
+      from capjax.text_models import style_model as style_classifier  # noqa: PLC0415
       try:
         self.classifier = style_classifier.StyleClassifier.load(config.eval.style_model)
       except style_classifier.StyleModelError as error:

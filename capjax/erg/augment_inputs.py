@@ -147,7 +147,7 @@ def load_models(generator_dir: str, style_model_dir: str, style: str):
   """(generator, style classifier), after the flags that name them; an AugmentError for a directory that is not
   one, or a classifier without --style among its labels."""
   from capjax.erg import generate  # noqa: PLC0415
-  from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+  from capjax.text_models import style_model as sc  # noqa: PLC0415
   if not generator_dir:
     raise AugmentError(f"--generator is required — {generate.TRAIN_HINT}")
   if not style_model_dir:

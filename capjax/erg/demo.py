@@ -258,7 +258,7 @@ def run_demo(options: Options, log: Callable[[str], None] = _log) -> dict[str, A
   from capjax.data import sources  # noqa: PLC0415
   from capjax.erg import augment, generate  # noqa: PLC0415
   from capjax.metrics import stylized_lm  # noqa: PLC0415
-  from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+  from capjax.text_models import style_model as sc  # noqa: PLC0415
 
   from capjax.erg import dual_encoder  # noqa: PLC0415
   given = (("--style_model", options.style_model, sc.META_FILE), ("--generator", options.generator,

@@ -165,7 +165,7 @@ def _check_style_flags() -> None:
 def _style_classifier(model_dir: str) -> Callable[[list[str]], list[str]]:
   """The hook for `cls`: a function from captions to the style the classifier in `model_dir` gives each (a style
   classifier written by `python -m capjax.text_models.style_classifier`; anything else is one error line)."""
-  from capjax.text_models import style_classifier  # noqa: PLC0415 (JAX and TensorFlow load only for cls)
+  from capjax.text_models import style_model as style_classifier  # noqa: PLC0415 (JAX, TensorFlow: for cls only)
   try:
     classifier = style_classifier.StyleClassifier.load(model_dir)
   except style_classifier.StyleModelError as error:

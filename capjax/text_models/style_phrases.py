@@ -44,7 +44,7 @@ from capjax.text.lines import split_lines
 from capjax.text_models import tokenizers
 
 if TYPE_CHECKING:
-  from capjax.text_models import style_classifier as sc
+  from capjax.text_models import style_model as sc
 # The classifier (jax, Flax) is imported by the functions that use it: --help answers without it (1.4 s).
 
 EPSILON = 0.25
@@ -109,7 +109,7 @@ class Extractor:
     self.head_drops: np.ndarray | None = None  # (layers, heads): mean drop of the style's probability
 
   def _check(self, sentences: Sequence[str], styles: Sequence[str], any_style: bool = False) -> list[list[str]]:
-    from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+    from capjax.text_models import style_model as sc  # noqa: PLC0415
     if not sentences:
       raise sc.StyleModelError("no sentences — give at least one stylized sentence")
     for style in set(styles) if not any_style else ():
@@ -124,7 +124,7 @@ class Extractor:
   def importances(self, words: Sequence[Sequence[str]]) -> tuple[np.ndarray, list[np.ndarray]]:
     """(probabilities (B, labels), per sentence (layers, heads, words): [CLS] attention summed over each word's
     pieces; a word past the model's length (cut) gets 0)."""
-    from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+    from capjax.text_models import style_model as sc  # noqa: PLC0415
     tok = self.classifier.tokenizer
     flat = [w for ws in words for w in ws]
     pieces = iter(tok.tokenize(flat))
@@ -256,7 +256,7 @@ def heatmap_html(extractions: Sequence[Extraction], title: str = "Style phrases"
 
 def stylized_scenes_pairs(split_index: int, num_images: int) -> tuple[list[str], list[str], list[tuple[int, int]]]:
   """(sentences, styles, planted [start, end) spans) of the stylized captions of a `stylized_scenes` split."""
-  from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+  from capjax.text_models import style_model as sc  # noqa: PLC0415
   sentences, styles, planted = [], [], []
   for i in range(num_images):
     for caption in sc.scenes_stylized.split_texts(0, split_index, i)[1]:
@@ -295,7 +295,7 @@ def _lines(path: str, flag: str) -> list[str]:
 
 def read_pairs(text: str, path: str = "", flag: str = "--pairs") -> tuple[list[str], list[str]]:
   """(sentences, styles) of a TSV's `STYLE<TAB>sentence` lines; a first line `style<TAB>sentence` is a header."""
-  from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+  from capjax.text_models import style_model as sc  # noqa: PLC0415
   lines = split_lines(text)
   first = 1 if lines and lines[0].strip().lower().split("\t") == ["style", "sentence"] else 0
   sentences, styles = [], []
@@ -316,7 +316,7 @@ def read_pairs(text: str, path: str = "", flag: str = "--pairs") -> tuple[list[s
 
 def _extract_pairs(extractor: Extractor, sentences: Sequence[str], styles: Sequence[str]) -> list[Extraction]:
   """Each sentence's extraction if the classifier knows its style, else its shading with no phrase; input order."""
-  from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+  from capjax.text_models import style_model as sc  # noqa: PLC0415
   known = [i for i, s in enumerate(styles) if s in extractor.classifier.labels and s != sc.FACTUAL]
   other = [i for i in range(len(sentences)) if i not in set(known)]
   found: dict[int, Extraction] = {}
@@ -328,7 +328,7 @@ def _extract_pairs(extractor: Extractor, sentences: Sequence[str], styles: Seque
 
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
-  from capjax.text_models import style_classifier as sc  # noqa: PLC0415
+  from capjax.text_models import style_model as sc  # noqa: PLC0415
   # Every input is checked before the model loads and before anything is written.
   if _PAIRS.value and _SENTENCES.value:
     cli.fail("--pairs and --sentences are two ways to give sentences — give one of them")
