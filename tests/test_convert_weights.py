@@ -311,3 +311,8 @@ def test_random_format_writes_untrained_weights_shaped_like_the_models_init(tmp_
   assert metadata["num_params"] == irv2.count_params(loaded) == 55_873_736
   variances = loaded["batch_stats"]["Conv2d_1a_3x3"]["bn"]["var"]
   assert variances.min() >= 0.5 and variances.max() <= 2.0  # drawn, not zeros: the file holds the draws
+
+
+def test_the_command_names_the_library_s_formats_without_importing_it():
+  from capjax.tools import weights
+  assert cw.FORMATS == weights.FORMATS  # the command's flag spells them out so that --help loads no JAX
