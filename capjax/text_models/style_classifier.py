@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow (the WordPiece 
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 from capjax.scenes import stylized as scenes_stylized  # noqa: F401 (tests draw the sentences' scenes through it)
 
 # The classifier's library (`capjax.text_models.style_model`), reached through this module by its callers, imported
@@ -72,6 +72,9 @@ def main(argv: Sequence[str]) -> None:
     cli.fail(f"--init={_INIT.value}: {error}")
   except StyleModelError as error:
     cli.fail(str(error))
+  if _INIT.value and files.same_file(_OUTPUT.value, _INIT.value):
+    cli.fail(f"--output={_OUTPUT.value} is the --init checkpoint's directory — write the classifier to another "
+             "directory: saving there would replace the weights it starts from")
   output = cli.writable_dir(_OUTPUT.value, "--output")
   base = paper_settings(labels) if init else RANDOM_INIT_SETTINGS
   settings = dataclasses.replace(base, **{k: v for k, v in (("epochs", _EPOCHS.value), ("batch_size", _BATCH.value),
