@@ -32,7 +32,8 @@ CASES = [
          match="--retriever={t}/missing has no retriever.json"),
     case(DEMO, "style-model-missing", W, "--style_model={t}/missing",
          match="--style_model={t}/missing has no style_classifier.json"),
-    case(DEMO, "data-dir-is-a-file", W, "--data_dir={t}/alt.tsv", match="{t}/alt.tsv is a file, not a directory"),
+    case(DEMO, "data-dir-is-a-file", W, "--data_dir={t}/alt.tsv",
+         match="--data_dir={t}/alt.tsv is a file, not a directory"),
     *not_flags(DEMO, W),
 ]
 

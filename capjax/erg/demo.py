@@ -234,8 +234,12 @@ def check_options(options: Options) -> None:
   says which flag to change. Nothing is written."""
   from capjax import config_util  # noqa: PLC0415
   from capjax.data import sources  # noqa: PLC0415
+  data_dir = _paths(options)[1]
+  if os.path.exists(data_dir) and not os.path.isdir(data_dir):  # the demo's flag, not the config field it sets
+    raise config_util.ConfigError(f"--data_dir={options.data_dir or data_dir} is a file, not a directory — give the "
+                                  "TFDS data dir to build stylized_scenes in (default: WORKDIR/data)")
   try:
-    config = captioner_config(options, _paths(options)[1], "", "")
+    config = captioner_config(options, data_dir, "", "")
   except (FileNotFoundError, ValueError) as error:  # an unknown variant, a value that is not a number
     if isinstance(error, config_util.ConfigError):
       raise
