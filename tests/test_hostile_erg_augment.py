@@ -39,6 +39,9 @@ AUG = ("--stylized=stylized_scenes/tiny", "--factual=stylized_scenes/tiny", "--s
 CASES += [
     case(AUGMENT, "no-flags", match="are required"),
     case(AUGMENT, "no-output-dataset", *AUG[:3], match="--output_dataset is required"),
+    # before any dataset is opened: with nothing built in --data_dir, the stylized set was built there first
+    case(AUGMENT, "no-generator", *AUG, match="--generator is required"),
+    case(AUGMENT, "no-style-model", *AUG, "--generator={t}/folder", match="--style_model is required"),
     case(AUGMENT, "output-data-dir-is-a-file", *AUG, "--output_data_dir={t}/alt.tsv", match="--output_data_dir"),
     case(AUGMENT, "output-data-dir-is-a-device", *AUG, "--output_data_dir={t}/null", files={"null": NULL_DEVICE},
          match="--output_data_dir"),

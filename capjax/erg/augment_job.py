@@ -122,6 +122,7 @@ def resolve(o: Options, log: Callable[[str], None]) -> Job:
   from capjax.text_models import style_phrases  # noqa: PLC0415
 
   _check_options(o)
+  inputs.require_models(o.generator_dir, o.style_model_dir)
   stylized_builder, stylized_source = inputs.open_dataset(o.stylized, o.stylized_split, o.data_dir, "--stylized")
   factual_builder, factual_source = inputs.open_dataset(o.factual, o.factual_split, o.data_dir, "--factual")
   factual_images = "image" in factual_builder.info.features
