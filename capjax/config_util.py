@@ -89,7 +89,7 @@ _LOWER_BOUNDS: tuple[tuple[str, float, bool], ...] = (
     ("eval.rating_sheet_size", 0, True), ("input.num_threads", 0, True), ("input.prefetch", 0, True),
     ("decode.alpha", 0, True), ("optimizer.eps", 0, True), ("optimizer.grad_clip_norm", 0, True),
     ("optimizer.initial_accumulator_value", 0, True), ("augment.crop_min_scale", 0, False),
-    ("max_steps_ahead", 1, True), ("profile_steps", 0, True),
+    ("max_steps_ahead", 1, True), ("profile_steps", 0, True), ("optimizer.accumulate_steps", 1, True),
 )
 _FRACTIONS = ("model.dropout_rate", "label_smoothing", "optimizer.b1", "optimizer.b2")  # in [0, 1)
 _AT_MOST_ONE = ("augment.crop_min_scale",)  # a share of the image: (0, 1]
@@ -180,6 +180,10 @@ def validate(config: ml_collections.ConfigDict, processes: int = 1, memory: int 
   if isinstance(name, str) and not name.strip():
     raise ConfigError("dataset.name is empty — set --config.dataset.name to a dataset, e.g. synthetic_scenes or cc3m")
   _validate_mesh(config)
+  accumulate, batch = _field(config, "optimizer.accumulate_steps"), _field(config, "batch_size")
+  if accumulate and batch and batch % accumulate:
+    raise ConfigError(f"optimizer.accumulate_steps={accumulate} does not divide batch_size={batch} into equal "
+                      "micro-batches — choose a divisor of batch_size")
   heads, d = _field(config, "model.num_heads"), _field(config, "model.d_model")
   if heads and d and _field(config, "model.name") == "t2t" and d % heads:
     raise ConfigError(f"model.d_model={d} is not divisible by model.num_heads={heads} — choose a d_model that is")

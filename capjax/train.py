@@ -27,6 +27,7 @@ from clu import metric_writers, periodic_actions
 
 from capjax import checkpoints, config_util
 from capjax import decode as decode_lib
+from capjax import gradients
 from capjax import evaluate as evaluate_lib
 from capjax import models
 from capjax import preemption
@@ -166,12 +167,19 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
   data_sharding = sharding.batch_sharding(mesh)
   base_rng = jax.random.key(config.seed)
 
+  accumulate = config.optimizer.get("accumulate_steps", 1)
+
   def train_step(state: TrainState, batch: dict[str, jax.Array]) -> tuple[TrainState, dict[str, jax.Array]]:
     rng = jax.random.fold_in(base_rng, state.step)
-    grad_fn = jax.value_and_grad(
-        lambda p: loss_fn(model, p, batch, rng, config.label_smoothing, vocab_size), has_aux=True)
     with sharding.axis_rules(mesh, rules):
-      (loss, tokens), grads = grad_fn(state.params)
+      if accumulate > 1:
+        (loss, tokens), grads = gradients.accumulated(
+            lambda p, b, r: loss_fn(model, p, b, r, config.label_smoothing, vocab_size), state.params, batch, rng,
+            accumulate)
+      else:
+        grad_fn = jax.value_and_grad(
+            lambda p: loss_fn(model, p, batch, rng, config.label_smoothing, vocab_size), has_aux=True)
+        (loss, tokens), grads = grad_fn(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": loss, "tokens": tokens, "grad_norm": optax.tree.norm(grads)}

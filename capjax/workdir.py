@@ -30,6 +30,7 @@ RUN_FILES = ("vocab.txt", "checkpoints")
 # that differs means another run: its checkpoint would fail to restore, or resume as a run that no config describes.
 RESUMABLE_FIELDS = (
     "num_train_steps",     # train longer or shorter (a cosine schedule then decays over the new length: warned)
+    "optimizer.accumulate_steps",  # the same update in fewer or more micro-batches (less or more memory)
     "log_every",
     "eval_every",
     "checkpoint_every",

@@ -115,6 +115,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.optimizer.b1 = 0.9                    # adam only
   c.optimizer.b2 = 0.98                   # adam only
   c.optimizer.grad_clip_norm = 0.0        # 0: no clipping
+  # Gradient accumulation: the batch in k micro-batches, one after another, gradients summed before one update (the
+  # same update as the whole batch, to float rounding, with a k-th of the activation memory; dropout draws its own
+  # masks per micro-batch).
+  c.optimizer.accumulate_steps = 1
 
   # Mesh (capjax.sharding): axis sizes within a slice, one of them -1 for the devices left, and across the slices
   # of a multi-slice TPU (dcn_*). `rules` picks the table that places parameters and activations on the axes:

@@ -105,3 +105,26 @@ def test_label_smoothing_ignores_the_padding_rows_of_the_embedding():
   _, [loss] = _losses(config, jax.devices()[:1], _batches(1))  # 37 words in a 64-row table
   # Near-uniform predictions at initialisation: about ln(37) nats, not ~1e9 from the masked rows.
   assert 2.5 < loss < 5.0
+
+
+def test_accumulated_micro_batches_give_the_whole_batch_update_on_a_mesh():
+  # optimizer.accumulate_steps=4: the 16 examples in four micro-batches of 4 (each spread over the 4 data shards), the
+  # gradients summed over all the batch's tokens before one update: the same states as the whole batch. The paper's
+  # Adagrad, whose update is smooth in the gradient: Adam's first steps are about lr * sign(g), so a rounding-sized
+  # gradient near 0 moves its parameter by a whole step one way or the other.
+  whole, accumulated = _config(4, 2), _config(4, 2)
+  for c in (whole, accumulated):
+    c.model.dropout_rate = 0.0  # each micro-batch draws its own dropout masks
+    c.optimizer.name, c.optimizer.learning_rate, c.optimizer.schedule = "adagrad", 0.01, "constant"
+  accumulated.optimizer.accumulate_steps = 4
+  batches = _batches(2)
+  for b in batches:  # captions of 1 to 16 words: micro-batches of unequal token counts (a mean of means would differ)
+    b["targets"][np.arange(16)[None, :] > np.arange(16)[:, None]] = 0  # PAD
+  state_whole, losses_whole = _losses(whole, None, batches)
+  state_acc, losses_acc = _losses(accumulated, None, batches)
+  np.testing.assert_allclose(losses_acc, losses_whole, rtol=1e-5)
+  for a, b in zip(jax.tree.leaves(state_acc.params), jax.tree.leaves(state_whole.params), strict=True):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+  accumulated.optimizer.accumulate_steps = 3
+  with pytest.raises(config_util.ConfigError, match="accumulate_steps=3 does not divide batch_size=16"):
+    config_util.validate(accumulated)
