@@ -102,10 +102,11 @@ def fit(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any,
           f"{min_delta:g} in {patience} epochs")
     return True
 
+  stopped = False
   for number, (epoch, batch) in enumerate(batches, 1):
     if current is not None and epoch != current:
-      if end_of_epoch(current):
-        return params, [float(x) for x in losses]
+      if stopped := end_of_epoch(current):
+        break
       epoch_losses = []
     current = epoch
     step_rng = None
@@ -116,6 +117,6 @@ def fit(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any,
     epoch_losses.append(loss)
     if log_every and number % log_every == 0:
       report(f"epoch {epoch + 1}/{epochs} step {number}")
-  if current is not None:
+  if current is not None and not stopped:
     end_of_epoch(current)
   return params, [float(x) for x in losses]

@@ -16,6 +16,7 @@ import pytest
 
 from capjax.metrics import __main__ as metrics_cli
 from capjax.metrics.stylized_lm import StyleLanguageModel
+from capjax.scenes import stylized as scenes_stylized
 from capjax.text_models import style_classifier as sc
 from capjax.text_models import style_phrases as sp
 
@@ -35,9 +36,9 @@ def saved(style_classifier_dir):
 def test_the_training_sentences_are_the_datasets_records():
   data = sc.stylized_scenes_sentences(0, 2)
   for i in range(2):
-    _, (romantic, humorous) = sc.scenes_stylized.split_texts(0, 0, i)
+    _, (romantic, humorous) = scenes_stylized.split_texts(0, 0, i)
     assert (data["romantic"][i], data["humorous"][i]) == (romantic.caption, humorous.caption)
-    assert data["factual"][i] == sc.scenes_stylized.split_texts(0, 3, i)[0][i]  # factual image i, caption i % 4
+    assert data["factual"][i] == scenes_stylized.split_texts(0, 3, i)[0][i]  # factual image i, caption i % 4
   assert {k: len(v) for k, v in data.items()} == {"romantic": 2, "humorous": 2, "factual": 2}
 
 

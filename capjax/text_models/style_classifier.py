@@ -27,7 +27,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow (the WordPiece 
 from absl import flags
 
 from capjax import cli, files
-from capjax.scenes import stylized as scenes_stylized  # noqa: F401 (tests draw the sentences' scenes through it)
 
 # The classifier's library (`capjax.text_models.style_model`), reached through this module by its callers, imported
 # on first use: the command's --help does not load JAX and Flax.

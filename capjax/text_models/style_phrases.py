@@ -256,10 +256,10 @@ def heatmap_html(extractions: Sequence[Extraction], title: str = "Style phrases"
 
 def stylized_scenes_pairs(split_index: int, num_images: int) -> tuple[list[str], list[str], list[tuple[int, int]]]:
   """(sentences, styles, planted [start, end) spans) of the stylized captions of a `stylized_scenes` split."""
-  from capjax.text_models import style_model as sc  # noqa: PLC0415
+  from capjax.scenes import stylized as scenes_stylized  # noqa: PLC0415
   sentences, styles, planted = [], [], []
   for i in range(num_images):
-    for caption in sc.scenes_stylized.split_texts(0, split_index, i)[1]:
+    for caption in scenes_stylized.split_texts(0, split_index, i)[1]:
       sentences.append(caption.caption)
       styles.append(caption.style)
       planted.append((caption.start, caption.end))
