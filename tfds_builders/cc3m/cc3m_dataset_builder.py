@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from etils import epath
 
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report
+from tfds_builders.img2dataset import retry
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
 
 TSV_FILES: dict[str, dict[str, str]] = {
@@ -34,6 +35,7 @@ Put in the manual dir (`--manual_dir=DIR`):
   DIR/Validation_GCC-1.1.0-Validation.tsv
   DIR/Image_Labels_Subset_Train_GCC-Labels-training.tsv   # only for cc3m/labeled
   DIR/images/train/       DIR/images/validation/          # what img2dataset wrote, one folder per split
+  [DIR/images/train.retry/ ...]                           # optional: re-downloads of the rows left out (retry)
 
 The TSVs stay as released (caption TAB url, no header). img2dataset needs a header line, so give it copies:
 
@@ -96,13 +98,14 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     return self.dataset_info_from_configs(
         features=tfds.features.FeaturesDict(features),
         homepage="https://ai.google.com/research/ConceptualCaptions/",
-        metadata=report.ReportMetadata(report.by_split, _describe),
+        metadata=report.ReportMetadata(report.by_split, _describe, manifest=True),
     )
 
   # --- files
 
   def _manual_files(self, manual_dir: epath.Path) -> dict[str, tuple[str, str]]:
-    """split → (TSV path, images dir); a missing manual dir or TSV is a ManualDataError naming it."""
+    """split → (TSV path, its images' folders as one pattern: `images/SPLIT[.*]`); a missing manual dir or TSV is a
+    ManualDataError naming it."""
     if not manual_dir.exists():
       raise ManualDataError(f"the manual dir {manual_dir} does not exist — put the CC3M TSVs and img2dataset "
                             f"images there ({_INSTRUCTIONS_POINTER})")
@@ -111,7 +114,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       tsv = manual_dir / name
       if not tsv.exists():
         raise ManualDataError(f"{tsv} is missing — download {name} ({_INSTRUCTIONS_POINTER})")
-      files[split] = (os.fspath(tsv), os.fspath(manual_dir / IMAGES_DIR / split))
+      files[split] = (os.fspath(tsv), os.fspath(manual_dir / IMAGES_DIR / split) + "[.*]")
     return files
 
   # --- generation
@@ -126,7 +129,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     files = self._manual_files(manual_dir)
     labeled = self.builder_config.labeled
     for split, (tsv, images) in list(files.items()):
-      if not i2d.list_shards(images):
+      if not i2d.split_shards(os.fspath(manual_dir / IMAGES_DIR), split):  # no folder, or no shard in any
         # TFDS refuses a split with no examples: a split with no images at all is left out of the build, and
         # its report says every row is missing_image.
         index = i2d.tsv_index(tsv, labeled)
@@ -136,12 +139,14 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     if not files:
       raise ManualDataError(f"no img2dataset shards in {manual_dir / IMAGES_DIR}/*/ — download the images "
                             f"({_INSTRUCTIONS_POINTER})")
-    return {split: self._generate_examples(split, tsv, images) for split, (tsv, images) in files.items()}
+    root = os.fspath(manual_dir / IMAGES_DIR)
+    return {split: self._generate_examples(split, tsv, images, i2d.split_shards(root, split))
+            for split, (tsv, images) in files.items()}
 
-  def _generate_examples(self, split: str, tsv: str, images: str):
-    """The split's examples: a Beam PTransform when the build runs on Beam, else a generator. Either writes the
-    split's part of the build report into the dataset's folder once its last example is out (report.py)."""
-    shards = i2d.list_shards(images)
+  def _generate_examples(self, split: str, tsv: str, images: str, shards: list[str]):
+    """The split's examples, from the shards of all its image folders: a Beam PTransform when the build runs on
+    Beam, else a generator. Either writes the split's part of the build report into the dataset's folder once its
+    last example is out (report.py)."""
     if self.uses_beam():
       return i2d.beam_split_transform(shards, tsv, self.builder_config.labeled, os.fspath(self.data_dir), split)
     return self._plain_examples(split, tsv, shards, images)
@@ -155,3 +160,16 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
                             lambda: f"{tsv} ({len(index):,} rows) and the images in {images} gave "
                                     f"{i2d.split_report(counts, index)}")
     report.write_part(self.data_dir, split, i2d.split_report(counts, index))
+
+  # --- retry (python -m capjax.data.retry)
+
+  def retry_splits(self) -> list[str]:
+    """The splits whose TSV rows `retry_rows` can list."""
+    return list(TSV_FILES[self.builder_config.name])
+
+  def retry_rows(self, manual_dir: str, split: str, obtained_urls: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+    """(caption, url, reason) of each row of the split's TSV that gave no example (its url is not among
+    `obtained_urls`, the build's manifest), in TSV order; a missing manual dir or TSV is a ManualDataError now."""
+    tsv, _ = self._manual_files(epath.Path(manual_dir))[split]
+    shards = i2d.split_shards(os.fspath(epath.Path(manual_dir) / IMAGES_DIR), split)
+    return retry.failed_rows(tsv, self.builder_config.labeled, shards, obtained_urls)
