@@ -82,6 +82,34 @@ def test_manifest_lists_each_example_with_its_image_sha256(dummy_built):
   assert gzip.decompress(data).startswith(b"split\tkey\turl\tsha256\n") and data[4:8] == b"\0" * 4
 
 
+def _write_manifest(path: pathlib.Path, rows: list[tuple[str, str, str, str]]) -> str:
+  text = "split\tkey\turl\tsha256\n" + "".join("\t".join(row) + "\n" for row in rows)
+  path.write_bytes(gzip.compress(text.encode()))
+  return os.fspath(path)
+
+
+def test_compare_matches_keys_by_split_and_url_and_counts_other_bytes(tmp_path, capsys):
+  a = _write_manifest(tmp_path / "a.tsv.gz", [
+      ("train", "1", "http://x/1.jpg", "a" * 64), ("train", "2", "http://x/2.jpg", "b" * 64),
+      ("train", "3", "", "c" * 64),                     # no url: its key is its identity
+      ("validation", "1", "http://x/1.jpg", "d" * 64),  # another split: another key
+      ("train", "9", "http://x/1.jpg", "e" * 64)])      # a url seen before: the first row is kept
+  b = _write_manifest(tmp_path / "b.tsv.gz", [
+      ("train", "7", "http://x/1.jpg", "a" * 64), ("train", "8", "http://x/2.jpg", "f" * 64),
+      ("train", "3", "", "c" * 64), ("train", "4", "http://x/4.jpg", "0" * 64)])
+  common = tmp_path / "common.tsv"
+  manifest.main(["manifest", "compare", a, b, f"--common={common}"])
+  assert capsys.readouterr().out.splitlines() == [
+      f"A: {a}", f"B: {b}",
+      "keys in A                          4", "keys in B                          4",
+      "in common                          3", "only in A                          1",
+      "only in B                          1", "in common, other bytes             1",
+      "repeated in A                      1", "repeated in B                      0",
+      f"wrote {common} (3 common keys)"]
+  assert _tsv(common) == [["split", "key", "url"], ["train", "1", "http://x/1.jpg"], ["train", "2", "http://x/2.jpg"],
+                          ["train", "3", ""]]
+
+
 # ------------------------------------------------------------------------------------------------ end to end
 
 ROWS = 8

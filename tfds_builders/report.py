@@ -90,11 +90,19 @@ class ReportMetadata(tfds.core.MetadataDict):
       self.update(self._assemble(parts))
       folder.rmtree()
       print(self._describe(self), flush=True)
-      if self._manifest and "://" not in os.fspath(data_dir):
-        from capjax.data import manifest  # noqa: PLC0415
-        if written := manifest.write(data_dir):
-          print(f"manifest: {written[1]:,} keys with their image sha256 in {manifest.NAME}", flush=True)
+      if self._manifest:
+        _write_manifest(data_dir)
     super().save_metadata(data_dir)
+
+
+def _write_manifest(data_dir: epath.PathLike) -> None:
+  """The build's manifest (capjax.data.manifest) into its folder, where that folder is on a local disk."""
+  from capjax.data import manifest  # noqa: PLC0415
+  if "://" in os.fspath(data_dir):
+    print(f"manifest: not written ({os.fspath(data_dir)} is not on a local disk) — run `python -m "
+          "capjax.data.manifest write --dataset=NAME --data_dir=DIR` where the dataset is read", flush=True)
+  elif written := manifest.write(data_dir):
+    print(f"manifest: {written[1]:,} keys with their image sha256 in {manifest.NAME}", flush=True)
 
 
 def by_split(parts: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ first download and its retry, or two groups' downloads, give one image different
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import gzip
 import hashlib
@@ -62,9 +63,10 @@ def _shards(folder: str) -> list[tuple[str, str]]:
   return [(split, path) for split, _, path in sorted(found)]
 
 
-def entries(folder: str) -> Iterator[tuple[str, str, str, str]]:
+def entries(folder: str, with_sha256: bool = True) -> Iterator[tuple[str, str, str, str]]:
   """(split, key, url, sha256 of the image bytes) of every record of the dataset in `folder`, read from its
-  ArrayRecord shards (the image's bytes as stored, never decoded); '' for a field the records lack."""
+  ArrayRecord shards (the image's bytes as stored, never decoded); '' for a field the records lack, and for the
+  sha256 without `with_sha256`."""
   from array_record.python import array_record_module  # noqa: PLC0415
   from tensorflow.core.example import example_pb2  # noqa: PLC0415 (the records are tf.train.Examples)
 
@@ -79,7 +81,7 @@ def entries(folder: str) -> Iterator[tuple[str, str, str, str]]:
         for record in reader.read(start, min(start + 256, reader.num_records())):
           example = example_pb2.Example.FromString(record)
           key, url = (text(example, name).decode("utf-8", "replace") for name in ("key", "url"))
-          yield split, key, url, hashlib.sha256(text(example, "image")).hexdigest()
+          yield split, key, url, hashlib.sha256(text(example, "image")).hexdigest() if with_sha256 else ""
     finally:
       reader.close()
 
@@ -158,11 +160,11 @@ class Keys:
 
   @classmethod
   def load(cls, path: str) -> Keys:
-    ids, sha = [], []
+    ids, sha = array.array("Q"), array.array("Q")  # C arrays while reading: 8 bytes an entry, not a Python int's 36
     for split, key, url, digest in read(path):
       ids.append(_identity(split, key, url))
       sha.append(int(digest[:16], 16))
-    ids_np, sha_np = np.asarray(ids, np.uint64), np.asarray(sha, np.uint64)
+    ids_np, sha_np = np.frombuffer(ids, np.uint64), np.frombuffer(sha, np.uint64)
     unique, first = np.unique(ids_np, return_index=True)  # the first row of each identity
     return cls(path, unique, sha_np[first], len(ids_np) - len(unique))
 

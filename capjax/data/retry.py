@@ -41,7 +41,7 @@ def obtained_urls(folder: str, split: str) -> Iterator[str]:
   """The urls of `split`'s examples in the built dataset's `folder`: from its manifest, else read from its records;
   ManifestError when the manifest is not one."""
   path = os.path.join(folder, manifest.NAME)
-  rows = manifest.read(path) if os.path.isfile(path) else manifest.entries(folder)
+  rows = manifest.read(path) if os.path.isfile(path) else manifest.entries(folder, with_sha256=False)
   return (url for row_split, _, url, _ in rows if row_split == split and url)
 
 

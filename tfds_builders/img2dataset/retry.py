@@ -24,9 +24,26 @@ def _one_line(text: str) -> str:
   return " ".join(str(text).split())
 
 
+class _Reasons(dict):
+  """position → reason, each distinct reason held once (img2dataset's few error messages, over a million rows)."""
+
+  def __init__(self):
+    super().__init__()
+    self._texts: dict[str, str] = {}
+
+  def __setitem__(self, position: int, reason: str) -> None:
+    super().__setitem__(position, self._texts.setdefault(reason, reason))
+
+  def setdefault(self, position: int, reason: str) -> str:
+    if position not in self:
+      self[position] = reason
+    return self[position]
+
+
 def _reasons(index, shards: Iterable[str], obtained: np.ndarray) -> dict[int, str]:
-  """position → why the row has no example, for the rows without one that the shards say anything about."""
-  reasons: dict[int, str] = {}
+  """position → why the row has no example, for the rows without one that the shards say anything about. Every
+  shard is read once (a tar is a stream); only the images of rows without an example are decoded."""
+  reasons = _Reasons()
   for shard in shards:
     rows = _read_parquet_rows(_parquet_path(shard)) or {}
     for row in rows.values():

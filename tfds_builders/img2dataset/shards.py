@@ -71,7 +71,7 @@ def split_shards(images_root: str, split: str) -> list[str]:
   root = epath.Path(images_root)
   folders = [root / split]
   if root.is_dir():
-    folders += sorted(p for p in root.iterdir() if p.name.startswith(f"{split}.") and p.is_dir() and not _is_link(p))
+    folders += sorted(p for p in root.iterdir() if p.name.startswith(f"{split}.") and p.is_dir())
   return [shard for folder in folders for shard in list_shards(os.fspath(folder))]
 
 
