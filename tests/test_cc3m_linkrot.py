@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import os
 import pathlib
+import shutil
 import threading
 
 import pytest
@@ -65,6 +66,24 @@ def test_retry_lists_each_row_without_an_example_with_its_reason(dummy_built, tm
   report = tfds.builder("cc3m/unlabeled", data_dir=dummy_built).info.metadata["build_report"]["train"]
   assert len(_tsv(output)) - 1 == report["missing_image"] + report["corrupt_image"]
   assert out.strip() == f"wrote {output}: 4 rows of train to download again (corrupt_image 3, missing_image 1)"
+
+
+def test_retry_without_a_manifest_reads_the_records_and_refuses_a_damaged_one(dummy_built, tmp_path, capsys):
+  data_dir = tmp_path / "tfds"
+  shutil.copytree(dummy_built, data_dir)
+  folder = pathlib.Path(tfds.builder("cc3m/unlabeled", data_dir=data_dir).data_dir)
+  expected = tmp_path / "expected.tsv"
+  _retry(DUMMY, dummy_built, expected, capsys)
+  (folder / manifest.NAME).unlink()  # a dataset built before builds wrote one
+  _retry(DUMMY, data_dir, tmp_path / "retry.tsv", capsys)
+  assert (tmp_path / "retry.tsv").read_bytes() == expected.read_bytes()
+  (folder / manifest.NAME).write_bytes(b"not gzip")
+  with pytest.raises(SystemExit) as exit_info:
+    _retry(DUMMY, data_dir, tmp_path / "again.tsv", capsys)
+  [line] = capsys.readouterr().err.strip().splitlines()
+  assert exit_info.value.code == 2 and not (tmp_path / "again.tsv").exists()
+  assert line == (f"error: {folder / manifest.NAME} is not a manifest: not a whole gzip file of UTF-8 text "
+                  "(BadGzipFile) — write it again: `python -m capjax.data.manifest write --dataset=cc3m`")
 
 
 def test_manifest_lists_each_example_with_its_image_sha256(dummy_built):
