@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from capjax import sharding
+from capjax.image import io as image_io
 from capjax.text_models import checkpoint, clip, clip_score, hf_import, tokenizers
 from capjax.tools import convert_weights as cw
 
@@ -88,6 +89,10 @@ def test_scorer_goes_from_uint8_images_and_captions_to_transformers_embeddings(s
   assert scores.shape == (2,) and np.abs(scores - expected).max() <= TOLERANCE
   with pytest.raises(ValueError, match="2 images but 3 captions"):
     scorer.score(images, SENTENCES)
+  with pytest.raises(ValueError, match=r"an image to score is an \(h, w, 3\) uint8 RGB array, got float32 \(4, 4, 3\)"):
+    scorer.embed_images([np.zeros((4, 4, 3), np.float32)])
+  with pytest.raises(image_io.ImageError):
+    scorer.embed_images([b"not an image"])
 
 
 def test_a_caption_over_the_context_is_cut_keeping_its_end_token(scorer):
@@ -126,6 +131,33 @@ def test_every_parameter_has_logical_axes_that_sharding_maps(scorer):
   assert len(specs) == len(values) == 4 * 16 + 4 + 7 + 2 + 1  # 4 layers; text, vision, projections, scale
   assert all(isinstance(v, nn.Partitioned) for v in values)
   assert {name for spec in specs for name in spec if name is not None} <= known
+
+
+def test_clip_initialises_and_runs_jitted_inside_a_mesh(scorer, outputs):
+  """As BERT and GPT-2 (tests/test_text_models.py): on the 8 fake CPU devices (data=2 x fsdp=2 x model=2, the
+  fsdp_tp table) CLIP's initialisation traces, and the converted checkpoint, placed so, embeds as transformers."""
+  module, config = scorer.model.module(), scorer.config
+  mesh = sharding.mesh_of({"data": 2, "fsdp": 2, "model": 2, "rules": "fsdp_tp"})
+  rules = sharding.RULES["fsdp_tp"]
+  shardings = sharding.logical_to_shardings(mesh, checkpoint.abstract_params(config), rules)
+  inputs = (outputs["clip_input_ids"], outputs["clip_attention_mask"], outputs["clip_pixel_values"])
+
+  def init(key):
+    with sharding.axis_rules(mesh, rules):
+      return nn.unbox(module.init(key, *inputs)["params"])
+
+  def run(params):
+    with sharding.axis_rules(mesh, rules):
+      return module.apply({"params": params}, *inputs)
+
+  fresh = jax.jit(init, out_shardings=shardings).lower(jax.random.key(0)).out_info  # traced, not compiled
+  assert jax.tree.map(lambda x: x.shape, fresh) == jax.tree.map(np.shape, scorer.model.params)
+  placed = jax.device_put(scorer.model.params, shardings)
+  fc1 = placed["vision_model"]["layers_0"]["fc1"]["kernel"]
+  assert fc1.sharding.spec == jax.sharding.PartitionSpec(("data", "fsdp"), "model")
+  out = jax.jit(run)(placed)
+  assert np.abs(np.asarray(out.text_embeds) - outputs["clip_text_embeds"]).max() <= TOLERANCE
+  assert np.abs(np.asarray(out.image_embeds) - outputs["clip_image_embeds"]).max() <= TOLERANCE
 
 
 def test_converted_directory_keeps_the_config_and_the_checkpoint_s_normalization(converted, tmp_path):

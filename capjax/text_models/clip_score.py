@@ -94,6 +94,10 @@ def preprocess(image: np.ndarray, config: CLIPConfig) -> np.ndarray:
   """An (h, w, 3) uint8 RGB image -> (S, S, 3) float32 model input, as Hugging Face's CLIPImageProcessor makes it
   with PIL: the short side resized to S = image_size (bicubic; the long side to int(S * long / short)), the centre
   S x S cut out (offsets rounded down), values / 255, then the config's mean and std."""
+  image = np.asarray(image)
+  if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3 or not min(image.shape[:2]):
+    raise ValueError(f"an image to score is an (h, w, 3) uint8 RGB array, got {image.dtype} {image.shape} — decode "
+                     "it with capjax.image.io.load_rgb")
   size = config.vision.image_size
   height, width = image.shape[:2]
   short, long = sorted((height, width))
