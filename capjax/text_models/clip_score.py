@@ -129,10 +129,10 @@ class Scorer:
   def _towers(self) -> tuple[Any, Any]:
     import jax  # noqa: PLC0415 (JAX only once something is embedded)
     from capjax.text_models import clip  # noqa: PLC0415
-    module, variables = self.model.module(), {"params": self.model.params}
-    text = jax.jit(lambda ids, mask: clip.normalize(module.apply(variables, ids, mask, method=module.embed_text)))
-    image = jax.jit(lambda pixels: clip.normalize(module.apply(variables, pixels, method=module.embed_image)))
-    return text, image
+    module, variables = self.model.module(), {"params": self.model.params}  # an argument, not a baked constant
+    text = jax.jit(lambda v, ids, mask: clip.normalize(module.apply(v, ids, mask, method="embed_text")))
+    image = jax.jit(lambda v, pixels: clip.normalize(module.apply(v, pixels, method="embed_image")))
+    return functools.partial(text, variables), functools.partial(image, variables)
 
   def _batched(self, fn, rows: np.ndarray, *more: np.ndarray) -> np.ndarray:
     out = []
