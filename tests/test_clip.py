@@ -174,6 +174,10 @@ def test_converted_directory_keeps_the_config_and_the_checkpoint_s_normalization
   assert metadata["format"] == "hf-clip-safetensors" and metadata["num_params"] == 68_929
   model = checkpoint.load(tmp_path / "out", "clip")
   assert model.config.image_mean == model.config.image_std == (0.5, 0.5, 0.5)
+  old_style = {k: v for k, v in saved.items() if k not in ("text_config", "vision_config")}  # transformers < 4.24
+  old_style |= {"text_config": None, "text_config_dict": saved["text_config"],
+                "vision_config_dict": saved["vision_config"]}
+  assert clip.CLIPConfig.from_dict(old_style) == checkpoint.load(converted, "clip").config
   (source / "preprocessor_config.json").write_text(json.dumps({"image_std": [0.5, 0.0, 0.5]}))
   with pytest.raises(cw.ConversionError, match=r"'image_std' must be 3 numbers > 0, got \[0.5, 0.0, 0.5\]"):
     cw.convert_hf("hf_clip", source, tmp_path / "out2")

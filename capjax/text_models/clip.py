@@ -106,7 +106,7 @@ class CLIPConfig:
     """Reads and checks a Hugging Face CLIP config.json (plus capjax's `image_mean` and `image_std`)."""
     sub = {}
     for field in ("text_config", "vision_config"):
-      value = config.get(field, {})
+      value = config.get(field) or config.get(f"{field}_dict") or {}  # configs before transformers 4.24: *_dict
       if not isinstance(value, dict):
         raise ConfigError(f"config.json field {field!r} must be an object, got {value!r}")
       sub[field] = value
