@@ -21,7 +21,7 @@ from absl import flags
 from capjax import cli, config_util, scst, sharding
 from capjax.data.vocab import Vocabulary
 from capjax.metrics.cider import DocumentFrequency
-from capjax.tokens import SPECIALS
+from capjax.tokens import BOS_ID, SPECIALS
 from capjax.train import make_setup
 
 FLAGS = flags.FlagValues()
@@ -58,7 +58,7 @@ def run(spec: str, rounds: int, vocab_size: int, num_samples: int, baseline: str
   df = DocumentFrequency.from_references(references)
   mesh = sharding.make_mesh(config)
   mle = make_setup(config, len(vocab), mesh)
-  step = scst.TrainStep(mle, config, vocab, references, df, start=SPECIALS.index("<s>"))
+  step = scst.TrainStep(mle, config, vocab, references, df, start=BOS_ID)
   blank = mle.inputs.zeros(b)
   images = (rng.integers(0, 256, blank.shape) if np.issubdtype(blank.dtype, np.integer)
             else rng.normal(size=blank.shape)).astype(blank.dtype)
