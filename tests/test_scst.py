@@ -173,7 +173,8 @@ def test_the_config_variants():
     config = config_util.load(spec)
     assert config.scst.num_samples == 5 and config.scst.baseline == "mean" and config.init_from == ""
     assert config.optimizer.schedule == "constant" and config.optimizer.warmup_steps == 0
-  assert config_util.load("configs/t2t.py:shapes,scst").optimizer.learning_rate == 5e-5
+  assert config_util.load("configs/t2t.py:shapes,scst").optimizer.learning_rate == 2e-4  # the README's gain table
+  assert config_util.load("configs/t2t.py:coco,scst").optimizer.learning_rate == 1e-3  # Adagrad
   with pytest.raises(ConfigError, match="scst.baseline=mean needs at least 2 samples"):
     config = _config("/nowhere", "/mle")
     config.scst.num_samples = 1
