@@ -26,6 +26,10 @@ def _other_run() -> bytes:
   return config.to_json_best_effort().encode()
 
 
+# Two workdirs' vocabularies (all a check needs of a run) that differ at id 5.
+_TWO_VOCABULARIES = {"a/vocab.txt": b"<PAD>\n<BOS>\n<EOS>\n<UNK>\na\nsquare\n",
+                     "b/vocab.txt": b"<PAD>\n<BOS>\n<EOS>\n<UNK>\na\ncircle\n"}
+
 CASES = [
     case(MAIN, "no-config", "--workdir={t}/w", match="missing --config"),
     case(MAIN, "config-file-missing", "--config={t}/missing.py", match="not found"),
@@ -128,6 +132,22 @@ CASES = [
          "--workdir={t}/w", match="dataset.features"),
     train("feature-variant-not-extracted", CONFIG, *TINY, "--config.model.encoder.name=features",
           "--config.dataset.features=irv2", match="extract_tfds_features"),
+    train("ema-decay-one", CONFIG, *TINY, "--config.optimizer.ema_decay=1.0",
+          match="optimizer.ema_decay=1.0 is impossible — set --config.optimizer.ema_decay in [0, 1)"),
+    train("ema-decay-negative", CONFIG, *TINY, "--config.optimizer.ema_decay=-0.5", match="ema_decay=-0.5"),
+    train("ema-decay-nan", CONFIG, *TINY, "--config.optimizer.ema_decay=nan", match="ema_decay=nan is not a finite"),
+    case(MAIN, "ensemble-in-training", CONFIG, *TINY, "--ensemble={t}/folder", "--workdir={t}/w",
+         match="--ensemble decodes with several trained workdirs: it is for --mode=eval and --mode=caption"),
+    case(MAIN, "ensemble-names-an-empty-workdir", CONFIG, *TINY, "--mode=eval", "--ensemble={t}/a,,{t}/b",
+         "--workdir={t}/a", files=_TWO_VOCABULARIES, match="names an empty workdir"),
+    case(MAIN, "ensemble-of-another-vocabulary", CONFIG, *TINY, "--mode=eval", "--ensemble={t}/b", "--workdir={t}/a",
+         files=_TWO_VOCABULARIES,
+         match="--ensemble={t}/b has another vocabulary than --workdir={t}/a (id 5 is 'square' there and 'circle' "
+               "here) — ensemble models trained on the same captions"),
+    case(MAIN, "caption-ensemble-of-another-vocabulary", CONFIG, *TINY, "--mode=caption", "--images={t}/images/*.png",
+         "--ensemble={t}/b", "--workdir={t}/a", files=_TWO_VOCABULARIES, match="has another vocabulary"),
+    case(MAIN, "ensemble-untrained-workdir", CONFIG, *TINY, "--mode=eval", "--ensemble={t}/folder", "--workdir={t}/a",
+         files=_TWO_VOCABULARIES, match="folder has no vocab.txt, so it holds no trained model"),
     *not_flags(MAIN, CONFIG, "--workdir={t}/w"),
 ]
 
