@@ -16,7 +16,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from capjax import config_util, ema, train
+from capjax import config_util, ema, sharding, train
 from capjax import evaluate as evaluate_lib
 from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
@@ -156,3 +156,13 @@ def test_a_decay_outside_zero_to_one_is_refused(decay):
   config.optimizer.ema_decay = decay
   with pytest.raises(ConfigError, match=r"--config\.optimizer\.ema_decay=.* — set --config\.optimizer\.ema_decay"):
     config_util.validate(config)
+
+
+def test_the_average_is_sharded_as_the_parameters_are():
+  config = config_util.load("configs/t2t.py:shapes,debug")
+  config.optimizer.ema_decay = 0.9
+  config.mesh.update(rules="fsdp", data=4, fsdp=2)
+  setup = train.make_setup(config, 40, sharding.make_mesh(config))
+  shardings = setup.state_shardings
+  assert jax.tree.leaves(shardings.ema_params) == jax.tree.leaves(shardings.params)
+  assert any(s.spec and "fsdp" in jax.tree.leaves(tuple(s.spec)) for s in jax.tree.leaves(shardings.ema_params))
