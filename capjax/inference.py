@@ -49,21 +49,26 @@ def _vocabulary(workdir: str) -> Vocabulary:
     raise ConfigError(f"{error} — resume the training in this workdir (--mode=train), which builds it again") from None
 
 
-def _restore(setup: train.Setup, config: ml_collections.ConfigDict, workdir: str, step: int | None) -> tuple[Any, int]:
+def _restore(setup: train.Setup, config: ml_collections.ConfigDict, workdir: str, step: int | None,
+             member: bool = False) -> tuple[Any, int]:
   """(the parameters evaluation decodes with, step) of checkpoint `step` of `workdir` (None: the best by validation
-  CIDEr-D): the EMA parameters in a run with them, unless `eval.use_ema` is False (`capjax.ema`)."""
+  CIDEr-D): the EMA parameters in a run with them, unless `eval.use_ema` is False (`capjax.ema`). `member`: the
+  workdir is one of `--ensemble`'s, whose best checkpoint is read and whose errors say so."""
   mngr = checkpoints.checkpoint_manager(workdir, config)
   if step is None:
     step = checkpoints.best_step(mngr)
   if step is None or step not in mngr.all_steps():
     raise FileNotFoundError(f"no checkpoint {'' if step is None else step} in {workdir}/checkpoints "
-                            f"(have {list(mngr.all_steps())}) — train first, or pick one with --step")
+                            f"(have {list(mngr.all_steps())}) — train first"
+                            + ("" if member else ", or pick one with --step"))
   try:
     state = checkpoints.restore_state(mngr, step, setup)
   except Exception as error:  # noqa: BLE001 (orbax, tensorstore and json each raise their own)
+    todo = ("--ensemble takes workdirs trained with this --config (its model and optimizer.ema_decay): drop this one"
+            if member else f"pick another with --step (have {list(mngr.all_steps())}), or resume the training, which "
+            "sets damaged checkpoints aside")
     raise ConfigError(f"checkpoint {step} in {workdir}/checkpoints cannot be restored ({checkpoints.why(error)}) "
-                      f"— pick another with --step (have {list(mngr.all_steps())}), or resume the training, which "
-                      "sets damaged checkpoints aside") from None
+                      f"— {todo}") from None
   finally:
     mngr.close()
   logging.info("%s: checkpoint %d, its %s", workdir, step, ema_lib.describe(state, config))
@@ -89,7 +94,7 @@ def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | No
   params, step = _restore(setup, config, workdir, step)
   if not ensemble:
     return setup, params, vocab, step
-  members = ensemble_lib.Members((params, *(_restore(setup, config, other, None)[0] for other in ensemble)))
+  members = ensemble_lib.Members((params, *(_restore(setup, config, other, None, True)[0] for other in ensemble)))
   return dataclasses.replace(setup, decode=ensemble_decode(setup, len(members.params), start)), members, vocab, step
 
 
