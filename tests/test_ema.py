@@ -1,7 +1,8 @@
 """Parameter EMA (`optimizer.ema_decay`, issue 32): the debiased average kept in the train state equals the weighted
 mean of the checkpointed parameters, a run stopped by SIGTERM and resumed equals an uninterrupted one (parameters,
 optimizer state and average, bit for bit), validations and the test evaluation decode with the average (or not, with
-`eval.use_ema=False`), a run without EMA keeps the state it had before, and a decay outside [0, 1) is refused.
+`eval.use_ema=False`), as `--mode=eval` and `caption` do, a run without EMA keeps the state it had before, the
+average is sharded as the parameters, and a decay outside [0, 1) is refused.
 
 The real loop runs on the tiny synthetic scenes; the evaluations are replaced (as in test_checkpoints.py) to record
 the parameters they get and to choose the validation scores.
@@ -16,21 +17,21 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from capjax import config_util, ema, sharding, train
+from capjax import config_util, ema, inference, sharding, train
 from capjax import evaluate as evaluate_lib
 from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
 from capjax.data import sources
 
 DECAY = 0.8
-STEPS = 6
-SCORES = {3: 0.5, 6: 0.2}  # validation CIDEr-D at eval_every=3: the best is step 3, not the latest
+STEPS = 4
+SCORES = {2: 0.5, 4: 0.2}  # validation CIDEr-D at eval_every=2: the best is step 2, not the latest
 
 
 def _config(data_dir, **optimizer):
   config = config_util.load("configs/t2t.py:shapes,debug")
   config.dataset.update(builder_config="tiny", data_dir=str(data_dir))
-  config.update(num_train_steps=STEPS, eval_every=3, checkpoint_every=1, keep_checkpoints=STEPS, log_every=3,
+  config.update(num_train_steps=STEPS, eval_every=2, checkpoint_every=1, keep_checkpoints=STEPS, log_every=2,
                 debug_nans=False)
   config.optimizer.update(ema_decay=DECAY, **optimizer)
   return config
@@ -54,7 +55,7 @@ def _recorded_evaluations(monkeypatch, on_validation=None, resumed_at: int = 0) 
       seen["tested"].append(jax.device_get(params))
       return evaluate_lib.EvalResult({"cider_d": 0.0}, [], [], [], None)
     seen["validated"].append(jax.device_get(params))
-    step = resumed_at + 3 * len(seen["validated"])
+    step = resumed_at + 2 * len(seen["validated"])
     if on_validation:
       on_validation(step)
     return evaluate_lib.EvalResult({"cider_d": SCORES[step]}, [], [], [], None)
@@ -88,7 +89,7 @@ def straight(data_dir, tmp_path_factory):
 def test_the_average_is_the_debiased_weighted_mean_of_the_parameters_of_every_step(straight):
   workdir, _ = straight
   states = {step: _state(workdir, step) for step in range(1, STEPS + 1)}
-  for t in (1, 3, STEPS):
+  for t in (1, 2, STEPS):
     weights = np.array([DECAY ** (t - i) for i in range(1, t + 1)])
     expected = jax.tree.map(lambda *ps: sum(w * np.asarray(p, np.float64) for w, p in zip(weights, ps)) / weights.sum(),
                             *(states[i]["params"] for i in range(1, t + 1)))
@@ -102,9 +103,9 @@ def test_the_average_is_the_debiased_weighted_mean_of_the_parameters_of_every_st
 def test_validations_and_the_test_evaluation_of_the_best_checkpoint_decode_with_the_average(straight):
   workdir, seen = straight
   assert len(seen["validated"]) == 2 and len(seen["tested"]) == 1
-  for step, params in zip((3, 6), seen["validated"]):
+  for step, params in zip((2, 4), seen["validated"]):
     _assert_equal_trees(params, _state(workdir, step)["ema_params"])
-  _assert_equal_trees(seen["tested"][0], _state(workdir, 3)["ema_params"])  # the best validation: step 3's
+  _assert_equal_trees(seen["tested"][0], _state(workdir, 2)["ema_params"])  # the best validation: step 2's
 
 
 def test_a_run_with_ema_stopped_by_sigterm_and_resumed_equals_the_uninterrupted_one(straight, data_dir, tmp_path,
@@ -112,14 +113,24 @@ def test_a_run_with_ema_stopped_by_sigterm_and_resumed_equals_the_uninterrupted_
   workdir, _ = straight
   config = _config(data_dir)
   config.checkpoint_every = 1000  # the stopped run's one checkpoint is the signal's
-  _recorded_evaluations(monkeypatch, on_validation=lambda step: step == 3 and os.kill(os.getpid(), signal.SIGTERM))
-  assert train.train_and_evaluate(config, str(tmp_path))["interrupted_at"] == 3
-  seen = _recorded_evaluations(monkeypatch, resumed_at=3)
+  _recorded_evaluations(monkeypatch, on_validation=lambda step: step == 2 and os.kill(os.getpid(), signal.SIGTERM))
+  assert train.train_and_evaluate(config, str(tmp_path))["interrupted_at"] == 2
+  seen = _recorded_evaluations(monkeypatch, resumed_at=2)
   train.train_and_evaluate(config, str(tmp_path))
   resumed = _state(tmp_path, STEPS)
   assert set(resumed) == {"step", "params", "opt_state", "ema_params"}
   _assert_equal_trees(resumed, _state(workdir, STEPS))
-  _assert_equal_trees(seen["tested"][0], _state(workdir, 3)["ema_params"])
+  _assert_equal_trees(seen["tested"][0], _state(workdir, 2)["ema_params"])
+
+
+def test_mode_eval_and_caption_load_the_average_of_the_best_checkpoint_unless_told_not_to(straight, data_dir):
+  workdir, _ = straight
+  config = _config(data_dir)
+  _, params, _, step = inference.load_trained(config, str(workdir))
+  assert step == 2  # the best validation
+  _assert_equal_trees(params, _state(workdir, 2)["ema_params"])
+  config.eval.use_ema = False
+  _assert_equal_trees(inference.load_trained(config, str(workdir))[1], _state(workdir, 2)["params"])
 
 
 def test_eval_use_ema_false_evaluates_the_trained_parameters():
