@@ -90,7 +90,7 @@ def test_beam_search_of_two_models_finds_the_mixtures_best_sequence_and_its_scor
 
 
 # --- Real captioners ----------------------------------------------------------------------------------------------
-MODEL = T2T(T2TConfig(vocab_size=11, d_model=16, num_heads=2, mlp_dim=32, encoder_layers=1, decoder_layers=2,
+MODEL = T2T(T2TConfig(vocab_size=11, d_model=16, num_heads=2, mlp_dim=32, encoder_layers=1, decoder_layers=1,
                       max_len=6, dropout_rate=0.0), encoders.FeatureGrid())
 FEATURES = jnp.asarray(np.random.default_rng(0).normal(size=(4, 2, 2, 8)).astype(np.float32))
 
@@ -113,20 +113,24 @@ def test_an_ensemble_of_one_model_decodes_exactly_as_the_model():
     np.testing.assert_array_equal(got, want)
 
 
+@jax.jit
+def _mean_probabilities(members: ensemble.Members, prefix: jax.Array) -> jax.Array:
+  """The mean of the members' next-token probabilities at every position of `prefix`, without the cache."""
+  return jnp.mean(jnp.stack([
+      jax.nn.softmax(MODEL.apply({"params": p}, MODEL.apply({"params": p}, FEATURES, method=MODEL.encode), prefix,
+                                 method=MODEL.decode)) for p in members.params]), axis=0)
+
+
 def test_two_differently_initialised_captioners_decode_along_their_mean_distribution():
   members = ensemble.Members((_init(jax.random.key(1)), _init(jax.random.key(2))))
   got = np.asarray(decode.greedy_search(ensemble.step_functions(MODEL, members), FEATURES, 6))
-  memories = [MODEL.apply({"params": p}, FEATURES, method=MODEL.encode) for p in members.params]
-  prefix = np.full((4, 6), 0, np.int32)
-  prefix[:, 0] = BOS_ID
-  for i in range(6):  # each token the argmax of the mean probability, computed without the cache
-    probs = np.mean([jax.nn.softmax(MODEL.apply({"params": p}, m, jnp.asarray(prefix), method=MODEL.decode)[:, i])
-                     for p, m in zip(members.params, memories)], axis=0)
+  prefix = np.zeros((4, 6), np.int32)
+  prefix[:, 0], prefix[:, 1:] = BOS_ID, got[:, :-1]  # the decoded captions as teacher-forced inputs
+  probs = np.asarray(_mean_probabilities(members, jnp.asarray(prefix)))
+  for i in range(6):  # each token the argmax of the mean probability at its position (tokens after EOS are PAD)
     live = np.all(got[:, :i] != EOS_ID, axis=1)
-    chosen = probs[np.arange(4), got[:, i]]
-    assert np.all(chosen[live] >= probs[live].max(axis=1) - 1e-6)
-    if i + 1 < 6:
-      prefix[:, i + 1] = got[:, i]
+    chosen = probs[np.arange(4), i, got[:, i]]
+    assert np.all(chosen[live] >= probs[live, i].max(axis=1) - 1e-6)
 
 
 # --- The command: --mode=eval --ensemble ------------------------------------------------------------------------
