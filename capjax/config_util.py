@@ -91,7 +91,8 @@ _LOWER_BOUNDS: tuple[tuple[str, float, bool], ...] = (
     ("optimizer.initial_accumulator_value", 0, True), ("augment.crop_min_scale", 0, False),
     ("max_steps_ahead", 1, True), ("profile_steps", 0, True), ("optimizer.accumulate_steps", 1, True),
 )
-_FRACTIONS = ("model.dropout_rate", "label_smoothing", "optimizer.b1", "optimizer.b2")  # in [0, 1)
+_FRACTIONS = ("model.dropout_rate", "label_smoothing", "optimizer.b1", "optimizer.b2",  # in [0, 1)
+              "optimizer.ema_decay")
 _AT_MOST_ONE = ("augment.crop_min_scale",)  # a share of the image: (0, 1]
 
 

@@ -24,10 +24,13 @@ State = Any
 
 @dataclasses.dataclass(frozen=True)
 class StepFunctions:
-  """`init(inputs) -> state` (leading batch axis on every leaf); `step(state, token, i) -> (logits, state)`."""
+  """`init(inputs) -> state` (leading batch axis on every leaf); `step(state, token, i) -> (logits, state)`.
+  `log_probs`: the step gives normalised float32 log-probabilities (an ensemble's, `capjax.ensemble`), which beam
+  search scores as they are rather than through another log-softmax."""
 
   init: Callable[[jax.Array], State]
   step: Callable[[State, jax.Array, jax.Array], tuple[jax.Array, State]]
+  log_probs: bool = False
 
 
 def cached_step(model: Captioner, params: Any) -> StepFunctions:
@@ -140,7 +143,7 @@ def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: 
     i, live_logp, live_seqs = s.i, s.live_logp, s.live_seqs
     logits, state = fns.step(s.state, s.last, i)
     vocab = logits.shape[-1]
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(batch, k, vocab)
+    logp = (logits if fns.log_probs else jax.nn.log_softmax(logits.astype(jnp.float32))).reshape(batch, k, vocab)
     cand = (live_logp[:, :, None] + logp).reshape(batch, k * vocab)
     top_logp, top_index = jax.lax.top_k(cand, 2 * k)
     parent, token = top_index // vocab, (top_index % vocab).astype(jnp.int32)

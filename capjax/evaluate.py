@@ -218,12 +218,14 @@ def pictures(config: ml_collections.ConfigDict, split: str, indices: list[int]) 
 
 
 def write_outputs(result: EvalResult, workdir: str, split: str, step: int, config: ml_collections.ConfigDict,
-                  history_path: str | None = None) -> dict[str, str]:
-  """metrics JSON, COCO results JSON, gallery PNG and loss curve PNG; returns {kind: path}."""
+                  history_path: str | None = None, suffix: str = "",
+                  extra: dict[str, Any] | None = None) -> dict[str, str]:
+  """metrics JSON (with `extra`'s entries), COCO results JSON, gallery PNG and loss curve PNG in
+  `eval/<split>_step<step><suffix>`; returns {kind: path}."""
   if jax.process_index() != 0:
     return {}
   from capjax import gallery  # noqa: PLC0415
-  out_dir = os.path.join(workdir, "eval", f"{split}_step{step}")
+  out_dir = os.path.join(workdir, "eval", f"{split}_step{step}{suffix}")
   os.makedirs(out_dir, exist_ok=True)
   paths = {
       "metrics": os.path.join(out_dir, "metrics.json"),
@@ -232,7 +234,8 @@ def write_outputs(result: EvalResult, workdir: str, split: str, step: int, confi
   }
   with open(paths["metrics"], "w", encoding="utf-8") as f:
     json.dump({"split": split, "step": step, "examples": len(result.predictions),
-               "metrics": result.metrics, "constant_caption_baseline": result.baseline}, f, indent=2)
+               "metrics": result.metrics, "constant_caption_baseline": result.baseline, **(extra or {})}, f,
+              indent=2)
   with open(paths["predictions"], "w", encoding="utf-8") as f:
     json.dump([{"image_id": i, "caption": c} for i, c in zip(result.indices, result.predictions)], f, indent=1)
   n = min(max(config.eval.gallery_size, config.eval.rating_sheet_size), len(result.predictions))

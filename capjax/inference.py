@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -16,6 +17,8 @@ import numpy as np
 from absl import logging
 
 from capjax import checkpoints
+from capjax import ema as ema_lib
+from capjax import ensemble as ensemble_lib
 from capjax import evaluate as evaluate_lib
 from capjax import files
 from capjax import sharding
@@ -38,45 +41,91 @@ def check_trained(workdir: str) -> None:
                             f"--mode=train --workdir={workdir}, or give the workdir of a training run")
 
 
-def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
-  """(setup, params, vocab, step) from a training workdir; `step` None means the best by validation CIDEr-D."""
-  inputs = sources.input_spec(config)  # a mismatched config fails before any work
+def _vocabulary(workdir: str) -> Vocabulary:
   check_trained(workdir)
   try:
-    vocab = Vocabulary.load(workdir)
+    return Vocabulary.load(workdir)
   except ValueError as error:
     raise ConfigError(f"{error} — resume the training in this workdir (--mode=train), which builds it again") from None
-  setup = train.make_setup(config, len(vocab), sharding.make_mesh(config), inputs, train.decode_start(config, vocab))
+
+
+def _restore(setup: train.Setup, config: ml_collections.ConfigDict, workdir: str, step: int | None,
+             member: bool = False) -> tuple[Any, int]:
+  """(the parameters evaluation decodes with, step) of checkpoint `step` of `workdir` (None: the best by validation
+  CIDEr-D): the EMA parameters in a run with them, unless `eval.use_ema` is False (`capjax.ema`). `member`: the
+  workdir is one of `--ensemble`'s, whose best checkpoint is read and whose errors say so."""
   mngr = checkpoints.checkpoint_manager(workdir, config)
   if step is None:
     step = checkpoints.best_step(mngr)
   if step is None or step not in mngr.all_steps():
     raise FileNotFoundError(f"no checkpoint {'' if step is None else step} in {workdir}/checkpoints "
-                            f"(have {list(mngr.all_steps())}) — train first, or pick one with --step")
+                            f"(have {list(mngr.all_steps())}) — train first"
+                            + ("" if member else ", or pick one with --step"))
   try:
     state = checkpoints.restore_state(mngr, step, setup)
   except Exception as error:  # noqa: BLE001 (orbax, tensorstore and json each raise their own)
+    todo = ("--ensemble takes workdirs trained with this --config (its model and optimizer.ema_decay): drop this one"
+            if member else f"pick another with --step (have {list(mngr.all_steps())}), or resume the training, which "
+            "sets damaged checkpoints aside")
     raise ConfigError(f"checkpoint {step} in {workdir}/checkpoints cannot be restored ({checkpoints.why(error)}) "
-                      f"— pick another with --step (have {list(mngr.all_steps())}), or resume the training, which "
-                      "sets damaged checkpoints aside") from None
+                      f"— {todo}") from None
   finally:
     mngr.close()
-  return setup, state.params, vocab, step
+  logging.info("%s: checkpoint %d, its %s", workdir, step, ema_lib.describe(state, config))
+  return ema_lib.eval_params(state, config), step
+
+
+def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | None = None,
+                 ensemble: Sequence[str] = ()):
+  """(setup, params, vocab, step) from a training workdir; `step` None means the best by validation CIDEr-D.
+
+  With `ensemble` (other workdirs of the same config), `params` are `capjax.ensemble.Members`: this workdir's
+  checkpoint, then each other's best, and `setup.decode` decodes with their mixture (`capjax.ensemble`). Another
+  vocabulary in any of them is a ConfigError."""
+  inputs = sources.input_spec(config)  # a mismatched config fails before any work
+  vocab = _vocabulary(workdir)
+  for other in ensemble:  # every vocabulary compared before any checkpoint is read
+    difference = ensemble_lib.vocabulary_difference(vocab, _vocabulary(other))
+    if difference:
+      raise ConfigError(f"--ensemble={other} has another vocabulary than --workdir={workdir} ({difference}) — "
+                        "ensemble models trained on the same captions with the same vocab settings")
+  start = train.decode_start(config, vocab)
+  setup = train.make_setup(config, len(vocab), sharding.make_mesh(config), inputs, start)
+  params, step = _restore(setup, config, workdir, step)
+  if not ensemble:
+    return setup, params, vocab, step
+  members = ensemble_lib.Members((params, *(_restore(setup, config, other, None, True)[0] for other in ensemble)))
+  return dataclasses.replace(setup, decode=ensemble_decode(setup, len(members.params), start)), members, vocab, step
+
+
+def ensemble_decode(setup: train.Setup, size: int, start: int) -> Callable[[Any, jax.Array], jax.Array]:
+  """`setup.decode` for `size` models' `ensemble.Members`: each member's parameters placed as one model's are."""
+  config = setup.config
+
+  def decode(members: ensemble_lib.Members, images: jax.Array) -> jax.Array:
+    with sharding.axis_rules(setup.mesh, setup.rules):
+      return train.decode_tokens(setup.model, config.decode, config.max_caption_tokens + 1, members, images, start)
+
+  data_sharding = sharding.batch_sharding(setup.mesh)
+  params_shardings = ensemble_lib.Members((setup.state_shardings.params,) * size)
+  return jax.jit(decode, in_shardings=(params_shardings, data_sharding), out_shardings=data_sharding)
 
 
 def run_eval(config: ml_collections.ConfigDict, workdir: str, split: str | None = None,
-             step: int | None = None) -> dict[str, Any]:
-  """Scores `split` (default: the test split) with a checkpoint and writes its outputs in `workdir/eval`; a
-  training or another evaluation writing the workdir meanwhile is refused (`workdir.Lock`)."""
+             step: int | None = None, ensemble: Sequence[str] = ()) -> dict[str, Any]:
+  """Scores `split` (default: the test split) with a checkpoint, or with the ensemble of it and the best checkpoints
+  of the workdirs `ensemble`, and writes its outputs in `workdir/eval` (an ensemble's in a folder of its own, named
+  `_ensembleN`); a training or another evaluation writing the workdir meanwhile is refused (`workdir.Lock`)."""
   sources.input_spec(config)  # a mismatched config fails before any work
   check_trained(workdir)
   with workdir_lib.claim(workdir, "an evaluation"):
-    setup, params, vocab, step = load_trained(config, workdir, step)
+    setup, params, vocab, step = load_trained(config, workdir, step, ensemble)
     split = split or config.dataset.test_split
     source = sources.data_source(config.dataset, split)
     result = evaluate_lib.evaluate_split(setup, params, source, vocab, config)
+    named = {"suffix": f"_ensemble{len(ensemble) + 1}", "extra": {"ensemble": [workdir, *ensemble]}} if ensemble else {}
     outputs = evaluate_lib.write_outputs(result, workdir, split, step=step, config=config,
-                                         history_path=os.path.join(workdir, "train_history.jsonl"))
+                                         history_path=os.path.join(workdir, "train_history.jsonl"), **named)
     evaluate_lib.report(result, split, step, config)
   return {"metrics": result.metrics, "outputs": outputs}
 
@@ -109,8 +158,9 @@ def feature_extractor(config: ml_collections.ConfigDict, inputs: sources.InputSp
 
 
 def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
-                  step: int | None = None) -> dict[str, Any]:
-  """Captions every image matching `pattern`; unreadable files are reported and counted, not fatal."""
+                  step: int | None = None, ensemble: Sequence[str] = ()) -> dict[str, Any]:
+  """Captions every image matching `pattern` (with the ensemble of the workdir and `ensemble`'s best checkpoints when
+  given); unreadable files are reported and counted, not fatal."""
   if jax.process_count() > 1:
     raise ValueError("--mode=caption runs in one process — start it without jax.distributed")
   paths = sorted(glob.glob(pattern, recursive=True))
@@ -118,7 +168,7 @@ def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
     raise FileNotFoundError(f"no files match --images={pattern!r} — give a glob of image files, e.g. "
                             "--images='photos/*.jpg'")
   files.refuse_special(paths, "--images", "image files")  # a FIFO would hang the read
-  setup, params, vocab, step = load_trained(config, workdir, step)
+  setup, params, vocab, step = load_trained(config, workdir, step, ensemble)
   size, batch = config.dataset.image_size, config.eval.batch_size
   images, names, failed = [], [], {}
   for p in paths:
@@ -139,6 +189,8 @@ def caption_files(config: ml_collections.ConfigDict, workdir: str, pattern: str,
         setup.decode(params, sharding.host_to_global({"image": padded}, setup.mesh)["image"]))
     captions += [vocab.decode(t) for t in tokens[:len(chunk)]]
   result = {"step": step, "captions": dict(zip(names, captions)), "failed": failed}
+  if ensemble:
+    result["ensemble"] = [workdir, *ensemble]
   if jax.process_index() == 0:
     for name, caption in zip(names, captions):
       print(f"{name}\t{caption}")

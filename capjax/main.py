@@ -1,7 +1,11 @@
 """Trains, evaluates or captions with a config: the project's entry point.
 
   python -m capjax.main --config=configs/t2t.py[:VARIANTS] [--config.FIELD=VALUE ...] [--workdir=DIR]
-                        [--mode=train|eval|caption]
+                        [--mode=train|eval|caption] [--ensemble=WORKDIR,...]
+
+--mode=eval and --mode=caption with --ensemble=B,C decode with the ensemble of --workdir's checkpoint (--step, or
+its best) and the best checkpoints of B and C, trained with the same config and vocabulary: greedy or beam search
+over the log of the mean of their probabilities. Outputs go to --workdir.
 
 --workdir defaults to workdir/<config name>[_<variants>] (e.g. workdir/t2t_shapes for configs/t2t.py:shapes),
 printed first. Training resumes from the workdir's latest checkpoint. SIGTERM or Ctrl-C finishes the current step,
@@ -37,6 +41,10 @@ _STEP = flags.DEFINE_integer("step", None, "--mode=eval/caption: checkpoint step
                              lower_bound=0, flag_values=FLAGS)
 _IMAGES = flags.DEFINE_string("images", None, "--mode=caption: a glob of image files, e.g. 'photos/*.jpg'",
                               flag_values=FLAGS)
+_ENSEMBLE = flags.DEFINE_list(
+    "ensemble", [], "--mode=eval/caption: other workdirs of the same config and vocabulary whose best checkpoints "
+    "decode together with --workdir's (the mean of their probabilities), e.g. --ensemble=workdir/b,workdir/c",
+    flag_values=FLAGS)
 _COMPILATION_CACHE = flags.DEFINE_boolean(
     "compilation_cache", True, "keep compiled programs in WORKDIR/compilation_cache, so that the next command with "
     "the same config and shapes (a second --mode=caption or eval, a resumed training) loads them instead of "
@@ -122,6 +130,12 @@ def main(argv: Sequence[str], compilation_cache: bool = False) -> None:
   print(f"workdir: {workdir}", flush=True)
   if _MODE.value == "caption" and not _IMAGES.value:
     cli.fail("--mode=caption needs --images=GLOB — e.g. --images='photos/*.jpg'")
+  if _ENSEMBLE.value and _MODE.value == "train":
+    cli.fail("--ensemble decodes with several trained workdirs: it is for --mode=eval and --mode=caption — drop it, "
+             "or train each model in its own --workdir first")
+  if any(not member.strip() for member in _ENSEMBLE.value):
+    cli.fail(f"--ensemble={','.join(_ENSEMBLE.value)} names an empty workdir — give workdirs separated by commas, "
+             "e.g. --ensemble=workdir/b,workdir/c")
   # Imported here rather than at the top: `--help` and flag errors answer without loading jax and TensorFlow, and
   # jax.distributed starts before any module can touch a backend.
   from capjax import distributed  # noqa: PLC0415
@@ -138,9 +152,9 @@ def main(argv: Sequence[str], compilation_cache: bool = False) -> None:
     if _MODE.value == "train":
       result = train.train_and_evaluate(config, workdir)
     elif _MODE.value == "eval":
-      result = inference.run_eval(config, workdir, _SPLIT.value, _STEP.value)
+      result = inference.run_eval(config, workdir, _SPLIT.value, _STEP.value, _ENSEMBLE.value)
     else:
-      inference.caption_files(config, workdir, _IMAGES.value, _STEP.value)
+      inference.caption_files(config, workdir, _IMAGES.value, _STEP.value, _ENSEMBLE.value)
       return
   except (config_util.ConfigError, DatasetNotBuiltError, FileNotFoundError, NotADirectoryError) as error:
     cli.fail(str(error))

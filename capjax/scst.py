@@ -23,6 +23,7 @@ import optax
 from absl import logging
 
 from capjax import checkpoints, gradients, sharding
+from capjax import ema as ema_lib
 from capjax import workdir as workdir_lib
 from capjax import decode as decode_lib
 from capjax import decode_sampling as sampling_lib
@@ -273,7 +274,7 @@ class TrainStep:
           (loss, _), grads = jax.value_and_grad(lambda p: loss_of(p, b, rng), has_aux=True)(state.params)
       updates, opt_state = tx.update(grads, state.opt_state, state.params)
       params = optax.apply_updates(state.params, updates)
-      return state.replace(step=state.step + 1, params=params, opt_state=opt_state), {
+      return ema_lib.advance(state, params, opt_state, config), {  # the average too, where the run keeps one
           "loss": loss, "grad_norm": optax.tree.norm(grads)}
 
     self.sample = jax.jit(sample, in_shardings=(setup.state_shardings.params, data, None),

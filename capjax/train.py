@@ -25,19 +25,17 @@ import optax
 from absl import logging
 from clu import metric_writers, periodic_actions
 
-from capjax import checkpoints, config_util
+from capjax import checkpoints, config_util, ensemble, gradients, models, preemption, sharding
 from capjax import decode as decode_lib
-from capjax import gradients
+from capjax import ema as ema_lib
 from capjax import evaluate as evaluate_lib
-from capjax import models
-from capjax import preemption
 from capjax import scst as scst_lib
-from capjax import sharding
 from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline, sources
 from capjax.data.vocab import Vocabulary, build_vocabulary
 from capjax.tokens import BOS_ID, FACTUAL, PAD_ID, style_tag
+
 
 @flax.struct.dataclass
 class TrainState:
@@ -123,8 +121,9 @@ def loss_fn(model: nn.Module, params: Any, batch: dict[str, jax.Array], rng: jax
 
 def decode_tokens(model: nn.Module, decode_config: ml_collections.ConfigDict, max_len: int, params: Any,
                   images: jax.Array, start: int = BOS_ID) -> jax.Array:
-  """Caption token ids (B, max_len) by greedy or beam search (`config.decode`), from the token `start`."""
-  fns = decode_lib.cached_step(model, params)
+  """Caption token ids (B, max_len) by greedy or beam search (`config.decode`), from the token `start`, with one
+  model's `params` or the mixture of `capjax.ensemble.Members`."""
+  fns = ensemble.step_functions(model, params)
   if decode_config.method == "greedy":
     return decode_lib.greedy_search(fns, images, max_len, start)
   if decode_config.method == "beam":
@@ -141,7 +140,8 @@ def state_init_fn(config: ml_collections.ConfigDict, vocab_size: int, inputs: so
 
   def init_fn(rng):
     params = model.init(rng, images, tokens, train=False)["params"]
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
+    state = TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
+    return ema_lib.with_average(state, config)  # an EmaTrainState with optimizer.ema_decay > 0
 
   return model, tx, init_fn
 
@@ -184,7 +184,7 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": loss, "tokens": tokens, "grad_norm": optax.tree.norm(grads)}
-    return TrainState(state.step + 1, params, opt_state), metrics
+    return ema_lib.advance(state, params, opt_state, config), metrics  # the step, and the EMA with one
 
   def decode(params: Any, images: jax.Array) -> jax.Array:
     with sharding.axis_rules(mesh, rules):
@@ -404,8 +404,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
       scores = None
       if step % config.eval_every == 0 or step == total:
         with report_progress.timed("eval", wait_jax_async_dispatch=False):
-          result = evaluate_lib.evaluate_split(setup, state.params, val_source, vocab, config,
-                                               num_examples=config.eval.num_examples)
+          result = evaluate_lib.evaluate_split(setup, ema_lib.eval_params(state, config), val_source, vocab,
+                                               config, num_examples=config.eval.num_examples)
         writer.write_scalars(step, {f"val/{k}": v for k, v in result.metrics.items()})
         logging.info("step %d validation: %s", step, _fmt_metrics(result.metrics))
         scores = {checkpoints.BEST_METRIC: float(result.metrics[checkpoints.BEST_METRIC])}
@@ -435,9 +435,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   best = checkpoints.best_step(mngr)
   if best is not None and best != step:
     state = checkpoints.restore_state(mngr, best, setup)
-  logging.info("Evaluating checkpoint of step %s on %s", best if best is not None else step,
-               config.dataset.test_split)
-  result = evaluate_lib.evaluate_split(setup, state.params, test_source, vocab, config, judges=judges)
+  logging.info("Evaluating checkpoint of step %s on %s with its %s", best if best is not None else step,
+               config.dataset.test_split, ema_lib.describe(state, config))
+  result = evaluate_lib.evaluate_split(setup, ema_lib.eval_params(state, config), test_source, vocab, config,
+                                       judges=judges)
   final_step = best if best is not None else step
   outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split, step=final_step,
                                        config=config, history_path=history_path)

@@ -51,6 +51,10 @@ RESUMABLE_FIELDS = (
     "model.encoder.weights",  # converted weights that `--mode=caption` extracts features with, unused in training
 )
 
+# Fields added after runs were saved without them, and the value those runs had: a saved config.json without the
+# field compares as this value, so that a run from before it resumes (with its checkpoints, which have no EMA).
+ABSENT_MEANS = {"optimizer.ema_decay": 0.0}
+
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
   """{"a": {"b": 1}} -> {"a.b": 1}: a config as read from config.json, by dotted field."""
@@ -69,7 +73,7 @@ def _resumable(field: str) -> bool:
 
 def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
   """'field: old → new' for each field outside RESUMABLE_FIELDS that differs (both as JSON-loaded dicts)."""
-  old, new = flatten(saved), flatten(current)
+  old, new = ({**ABSENT_MEANS, **flatten(tree)} for tree in (saved, current))
 
   def show(values: dict[str, Any], field: str) -> str:
     return json.dumps(values[field]) if field in values else "(absent)"

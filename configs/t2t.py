@@ -124,6 +124,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # same update as the whole batch, to float rounding, with a k-th of the activation memory; dropout draws its own
   # masks per micro-batch).
   c.optimizer.accumulate_steps = 1
+  # Parameter EMA: the train state also keeps the debiased exponential moving average of the parameters
+  # (capjax.ema), which evaluation decodes with while eval.use_ema is True; 0 = off (no average kept), e.g. 0.999.
+  c.optimizer.ema_decay = 0.0
 
   # Mesh (capjax.sharding): axis sizes within a slice, one of them -1 for the devices left, and across the slices
   # of a multi-slice TPU (dcn_*). `rules` picks the table that places parameters and activations on the axes:
@@ -148,6 +151,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       # (`python -m capjax.metrics.stylized_lm`; "" -> a trigram LM of the training split's captions of the style).
       "style_model": "",
       "style_lm": "",
+      # With optimizer.ema_decay > 0: validations (so the best checkpoint), the test evaluation and --mode=eval and
+      # caption decode with the EMA parameters (False: with the trained ones). Without EMA it changes nothing.
+      "use_ema": True,
   })
   c.decode = ml_collections.ConfigDict({"method": "beam", "beam_size": 4, "alpha": 0.6})  # the paper's beam 4
   c.debug_nans = False

@@ -31,6 +31,9 @@ def _mle_run(d_model: int) -> dict[str, bytes]:
   """An `--config.init_from` folder: what SCST checks of a trained MLE run (config.json, vocab.txt)."""
   return {"mle/config.json": _other_run(d_model), "mle/vocab.txt": b"<pad>\n<s>\n</s>\n<unk>\na\n"}
 
+# Two workdirs' vocabularies (all a check needs of a run) that differ at id 5.
+_TWO_VOCABULARIES = {"a/vocab.txt": b"<PAD>\n<BOS>\n<EOS>\n<UNK>\na\nsquare\n",
+                     "b/vocab.txt": b"<PAD>\n<BOS>\n<EOS>\n<UNK>\na\ncircle\n"}
 
 CASES = [
     case(MAIN, "no-config", "--workdir={t}/w", match="missing --config"),
@@ -147,6 +150,22 @@ CASES = [
     train("scst-init-from-untrained", *SCST, *TINY, files={"mle/.keep": b""}, match="holds no trained model"),
     train("scst-init-from-another-model", *SCST, *TINY, files=_mle_run(64),
           match="holds a run of another model or vocabulary (model.d_model: 64 there, 32 here)"),
+    train("ema-decay-one", CONFIG, *TINY, "--config.optimizer.ema_decay=1.0",
+          match="optimizer.ema_decay=1.0 is impossible — set --config.optimizer.ema_decay in [0, 1)"),
+    train("ema-decay-negative", CONFIG, *TINY, "--config.optimizer.ema_decay=-0.5", match="ema_decay=-0.5"),
+    train("ema-decay-nan", CONFIG, *TINY, "--config.optimizer.ema_decay=nan", match="ema_decay=nan is not a finite"),
+    case(MAIN, "ensemble-in-training", CONFIG, *TINY, "--ensemble={t}/folder", "--workdir={t}/w",
+         match="--ensemble decodes with several trained workdirs: it is for --mode=eval and --mode=caption"),
+    case(MAIN, "ensemble-names-an-empty-workdir", CONFIG, *TINY, "--mode=eval", "--ensemble={t}/a,,{t}/b",
+         "--workdir={t}/a", files=_TWO_VOCABULARIES, match="names an empty workdir"),
+    case(MAIN, "ensemble-of-another-vocabulary", CONFIG, *TINY, "--mode=eval", "--ensemble={t}/b", "--workdir={t}/a",
+         files=_TWO_VOCABULARIES,
+         match="--ensemble={t}/b has another vocabulary than --workdir={t}/a (id 5 is 'square' there and 'circle' "
+               "here) — ensemble models trained on the same captions"),
+    case(MAIN, "caption-ensemble-of-another-vocabulary", CONFIG, *TINY, "--mode=caption", "--images={t}/images/*.png",
+         "--ensemble={t}/b", "--workdir={t}/a", files=_TWO_VOCABULARIES, match="has another vocabulary"),
+    case(MAIN, "ensemble-untrained-workdir", CONFIG, *TINY, "--mode=eval", "--ensemble={t}/folder", "--workdir={t}/a",
+         files=_TWO_VOCABULARIES, match="folder has no vocab.txt, so it holds no trained model"),
     *not_flags(MAIN, CONFIG, "--workdir={t}/w"),
 ]
 
