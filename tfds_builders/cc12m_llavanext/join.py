@@ -202,9 +202,11 @@ class Image:
   reason: str = ""  # truncated, too_large, not_jpeg, undecodable, too_many_pixels, mode_cmyk; "" when good
 
 
-def shard_images(shard: str, counts: collections.Counter) -> Iterator[Image]:
+def shard_images(shard: str, counts: collections.Counter, light: bool = False) -> Iterator[Image]:
   """Every image of one tar, read as a stream (i2d.shard_samples: never extracted, links never followed, members
-  over i2d.MAX_MEMBER_BYTES never read), each decoded whole once to check it; shard-side counts into `counts`."""
+  over i2d.MAX_MEMBER_BYTES never read), each decoded whole once to check it; shard-side counts into `counts`.
+  With `light` a good image keeps its size but not its bytes (the Beam path's first pass; `shard_examples` reads
+  the winners' bytes back)."""
   counts["shards"] += 1
   name = os.path.basename(shard)
   for number, sample in enumerate(i2d.shard_samples(shard, counts)):
@@ -220,7 +222,7 @@ def shard_images(shard: str, counts: collections.Counter) -> Iterator[Image]:
     except image_io.ImageError as e:
       yield Image(sample.key, url, (name, number), reason=e.reason)
       continue
-    yield Image(sample.key, url, (name, number), sample.image, header.width, header.height)
+    yield Image(sample.key, url, (name, number), None if light else sample.image, header.width, header.height)
 
 
 def url_mismatch(image: Image, row: Row) -> bool:
@@ -324,9 +326,10 @@ def plain_examples(jsonl: str, shards: Iterable[str], folder: str, drop_flagged:
 
 
 def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_flagged: bool,
-                report: report_lib.Report) -> tuple[int, dict[str, Any]] | None:
+                report: report_lib.Report) -> tuple[int, dict[str, Any], Image] | None:
   """The Beam path's join of one key (all its rows and images, grouped), with the plain path's result: the first
-  row is kept; of the images that are the row's, the first good one in (shard, number) order is its example."""
+  row is kept; of the images that are the row's, the first good one in (shard, number) order is its example,
+  returned with that image (light images give an example whose "image" is None: `shard_examples` fills it)."""
   rows = sorted(rows, key=lambda r: r[0])
   images = sorted(images, key=lambda i: i.order)
   counts = report.counts
@@ -349,7 +352,29 @@ def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_f
   if clean_and_count(example, report) and drop_flagged:
     return None
   counts["examples"] += 1
-  return line, example
+  return line, example, good[0]
+
+
+# A winner as the Beam path sends it to its shard's second pass: (sample number, key, line, example without image).
+Winner = tuple[int, str, int, dict[str, Any]]
+
+
+def shard_examples(shard: str, winners: Iterable[Winner]) -> Iterator[tuple[int, dict[str, Any]]]:
+  """The examples of one tar's winners (checked, joined and cleaned in the first pass): the tar read again, each
+  winner's bytes taken as they stream past (same sample number, same key)."""
+  wanted = {number: (key, line, example) for number, key, line, example in winners}
+  for number, sample in enumerate(i2d.shard_samples(shard, collections.Counter())):
+    found = wanted.pop(number, None)
+    if found is None:
+      continue
+    key, line, example = found
+    if sample.key != key or sample.image is None:
+      raise ValueError(f"{shard} changed during the build: sample {number} is {sample.key}, not {key}")
+    yield line, {**example, "image": sample.image}
+    if not wanted:
+      return
+  if wanted:
+    raise ValueError(f"{shard} changed during the build: {len(wanted)} of its images are gone")
 
 
 def format_report(report: Mapping[str, Any]) -> str:
