@@ -55,10 +55,15 @@ class Cc3mLabeledTest(tfds.testing.DatasetBuilderTestCase):
   SKIP_CHECKSUMS = True
 
 
-def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "unlabeled") -> tfds.core.DatasetBuilder:
+def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "unlabeled",
+           beam: bool = False) -> tfds.core.DatasetBuilder:
+  options = {}
+  if beam:  # the DirectRunner's defaults: one worker, in memory
+    beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
+    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
   builder = tfds.builder(f"cc3m/{config}", data_dir=data_dir)
-  builder.download_and_prepare(file_format="array_record",
-                               download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir)))
+  builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
+      manual_dir=os.fspath(manual_dir), **options))
   return tfds.builder(f"cc3m/{config}", data_dir=data_dir)  # as a reader sees it: info read back from disk
 
 
@@ -189,15 +194,10 @@ def _downloaded_twice(manual: pathlib.Path) -> tuple[bytes, bytes]:
 
 def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
   """The join rule: of a row's good images the smallest key wins, whatever order the stream or Beam gives."""
-  beam = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   manual = tmp_path / "manual"
   first_in_stream, smallest_key = _downloaded_twice(manual)
   plain = _build(manual, tmp_path / "plain")
-  builder = tfds.builder("cc3m/unlabeled", data_dir=tmp_path / "beam")
-  options = beam.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
-  builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
-      manual_dir=os.fspath(manual), beam_options=options))
-  on_beam = tfds.builder("cc3m/unlabeled", data_dir=tmp_path / "beam")
+  on_beam = _build(manual, tmp_path / "beam", beam=True)
   assert on_beam.info.metadata["build_report"] == plain.info.metadata["build_report"]
   assert plain.info.metadata["build_report"]["train"]["duplicate_image"] == 1
   for built in (plain, on_beam):
@@ -206,6 +206,24 @@ def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
     assert _text(records[dummy.url(1)]["key"]) == "000000001"
     assert records[dummy.url(1)]["image"] == smallest_key != first_in_stream
   assert _records(on_beam, "train", raw_image=True) == _records(plain, "train", raw_image=True)
+
+
+def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path):
+  """200 train rows in 5 shards (make_dummy_data.generated_defect): 4 failed downloads, 2 truncated JPEGs, 2 rows
+  with the previous row's url (whose image joins that row again), 2 images downloaded twice; 10 validation rows."""
+  manual = tmp_path / "manual"
+  dummy.write_generated(manual, 200, per_shard=40)
+  plain = _build(manual, tmp_path / "plain")
+  on_beam = _build(manual, tmp_path / "beam", beam=True)
+  report = plain.info.metadata["build_report"]
+  assert report["train"] == {
+      "tsv_rows": 200, "examples": 192, "missing_image": 4, "corrupt_image": 2, "duplicate_url": 2,
+      "malformed_row": 0, "image_without_row": 0, "duplicate_image": 4, "unsafe_member": 0, "shards": 5,
+      "shard_without_parquet": 0, "truncated_shard": 0, "corrupt_reasons": {"truncated": 2}}
+  assert (report["validation"]["tsv_rows"], report["validation"]["examples"]) == (10, 9)
+  assert on_beam.info.metadata["build_report"] == report
+  for split in ("train", "validation"):
+    assert _records(on_beam, split, raw_image=True) == _records(plain, split, raw_image=True)
 
 
 def _evil_tar(path: pathlib.Path, secret: pathlib.Path) -> None:
