@@ -5,6 +5,8 @@ and the same dataset from `tfds build` on Beam's DirectRunner.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import io
 import json
 import os
@@ -224,6 +226,26 @@ def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(
   assert on_beam.info.metadata["build_report"] == report
   for split in ("train", "validation"):
     assert _records(on_beam, split, raw_image=True) == _records(plain, split, raw_image=True)
+
+
+def test_read_images_reads_chosen_images_again_and_refuses_a_changed_shard(tmp_path):
+  """Beam's second pass: the chosen samples' bytes at their offsets in a tar, or streamed again (offset -1), the
+  same either way; a shard rewritten since is a ValueError, never another image."""
+  manual = tmp_path / "manual"
+  dummy.write_clean(manual, num_train=5, num_validation=1, per_shard=5)
+  shard = os.fspath(manual / "images" / "train" / "00000.tar")
+  samples = list(i2d.shard_samples(shard, collections.Counter()))
+  chosen = [i2d.Where.of(n, samples[n]) for n in (3, 1)]
+  assert all(where.offset > 0 for where in chosen)
+  want = [(samples[n].key, samples[n].image) for n in (1, 3)]
+  assert [(where.key, data) for where, data in i2d.read_images(shard, chosen)] == want
+  streamed = [dataclasses.replace(where, offset=-1) for where in chosen]
+  assert [(where.key, data) for where, data in i2d.read_images(shard, streamed)] == want
+  dummy.write_clean(tmp_path / "other", num_train=5, num_validation=1, per_shard=5, width=48)
+  os.replace(tmp_path / "other" / "images" / "train" / "00000.tar", shard)
+  for where in (chosen, streamed):
+    with pytest.raises(ValueError, match="changed during the build"):
+      list(i2d.read_images(shard, where))
 
 
 def _evil_tar(path: pathlib.Path, secret: pathlib.Path) -> None:

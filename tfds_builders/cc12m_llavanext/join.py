@@ -200,6 +200,7 @@ class Image:
   width: int = 0
   height: int = 0
   reason: str = ""  # truncated, too_large, not_jpeg, undecodable, too_many_pixels, mode_cmyk; "" when good
+  where: i2d.Where | None = None  # of a light image: where its bytes lie in the tar, for the second read
 
 
 def shard_images(shard: str, counts: collections.Counter, light: bool = False) -> Iterator[Image]:
@@ -222,7 +223,11 @@ def shard_images(shard: str, counts: collections.Counter, light: bool = False) -
     except image_io.ImageError as e:
       yield Image(sample.key, url, (name, number), reason=e.reason)
       continue
-    yield Image(sample.key, url, (name, number), None if light else sample.image, header.width, header.height)
+    if light:
+      yield Image(sample.key, url, (name, number), None, header.width, header.height,
+                  where=i2d.Where.of(number, sample))
+    else:
+      yield Image(sample.key, url, (name, number), sample.image, header.width, header.height)
 
 
 def url_mismatch(image: Image, row: Row) -> bool:
@@ -355,26 +360,17 @@ def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_f
   return line, example, good[0]
 
 
-# A winner as the Beam path sends it to its shard's second pass: (sample number, key, line, example without image).
-Winner = tuple[int, str, int, dict[str, Any]]
+# A winner as the Beam path sends it to its shard's second pass: (where its bytes lie, line, example without image).
+Winner = tuple[i2d.Where, int, dict[str, Any]]
 
 
 def shard_examples(shard: str, winners: Iterable[Winner]) -> Iterator[tuple[int, dict[str, Any]]]:
-  """The examples of one tar's winners (checked, joined and cleaned in the first pass): the tar read again, each
-  winner's bytes taken as they stream past (same sample number, same key)."""
-  wanted = {number: (key, line, example) for number, key, line, example in winners}
-  for number, sample in enumerate(i2d.shard_samples(shard, collections.Counter())):
-    found = wanted.pop(number, None)
-    if found is None:
-      continue
-    key, line, example = found
-    if sample.key != key or sample.image is None:
-      raise ValueError(f"{shard} changed during the build: sample {number} is {sample.key}, not {key}")
-    yield line, {**example, "image": sample.image}
-    if not wanted:
-      return
-  if wanted:
-    raise ValueError(f"{shard} changed during the build: {len(wanted)} of its images are gone")
+  """The examples of one tar's winners (checked, joined and cleaned in the first pass), their bytes read again
+  (`i2d.read_images`: at their offsets in the tar)."""
+  by_number = {where.number: (line, example) for where, line, example in winners}
+  for where, image in i2d.read_images(shard, [where for where, _, _ in winners]):
+    line, example = by_number[where.number]
+    yield line, {**example, "image": image}
 
 
 def format_report(report: Mapping[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """The cc12m_llavanext Beam pipeline, whose shuffles carry no image bytes: the jsonl.gz read as one stream of
 (key, row); each tar one work item of (key, image) with each image checked and its bytes dropped (pass 1); both
 grouped by key, and each key joined by join.key_outcome, so that the examples and the report are the plain path's;
-the winners (their text fields, no bytes) grouped by tar, and each tar read again for its winners' bytes (pass 2).
+the winners (their text fields, no bytes) grouped by tar, and their bytes read again there, at their offsets
+(pass 2: i2d.read_images).
 The Reports of every step are summed into the build report's part.
 
 Imported by package name only (workers unpickle these functions by module path; see tfds_builders/img2dataset/),
@@ -52,13 +53,12 @@ class JoinFn(beam.DoFn):
     self._drop_flagged = drop_flagged
 
   def process(self, item: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
-    key, grouped = item
+    _, grouped = item
     report = report_lib.Report()
     result = join.key_outcome(grouped["rows"], grouped["images"], self._drop_flagged, report)
     if result is not None:
       line, example, image = result
-      shard_name, number = image.order
-      yield shard_name, (number, key, line, example)
+      yield image.order[0], (image.where, line, example)
     yield beam.pvalue.TaggedOutput(COUNTS, report)
 
 

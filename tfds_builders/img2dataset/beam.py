@@ -1,7 +1,8 @@
 """The Beam path of one split: the same shard events and join rule as the plain path (`join.py`), as a PTransform
 whose shuffles carry no image bytes. Pass 1 reads each shard and checks each image, emitting light events (row,
 key, order, reason, size); they are grouped by row and the one join rule (`row_outcome`) picks each row's winner;
-the winners (a few numbers each) are grouped by shard, and pass 2 reads each shard again for its winners' bytes.
+the winners (a few numbers each) are grouped by shard, and pass 2 reads their bytes again (at their offsets in a
+tar: `read_images`).
 
 Imported by package name only (Beam workers unpickle these functions by module path; see the package's docstring)."""
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from capjax.image import io as image_io
 from tfds_builders import report as report_lib
-from tfds_builders.img2dataset.shards import _parquet_path, _read_parquet, shard_samples, verify_image
+from tfds_builders.img2dataset.shards import (Where, _parquet_path, _read_parquet, read_images, shard_samples,
+                                              verify_image)
 from tfds_builders.img2dataset.tsv import TsvIndex, tsv_index
 
 # Row reasons add up: tsv_rows = examples + missing_image + corrupt_image + duplicate_url + malformed_row.
@@ -39,6 +40,7 @@ class Event:
   counts: report_lib.Report | None = None
   width: int = 0              # of a good image (kind "example")
   height: int = 0
+  where: Where | None = None  # of a light event's image: where its bytes lie, for the second read
 
 
 def shard_events(shard: str, tsv_path: str, labeled: bool, number: int = 0,
@@ -75,9 +77,12 @@ def shard_events(shard: str, tsv_path: str, labeled: bool, number: int = 0,
     except image_io.ImageError as e:
       yield Event("bad", row, position, sample.key, e.reason, order=order)
       continue
-    example = None if light else _example(fields, url, sample.image, sample.key, header.width, header.height, labeled)
-    yield Event("example", row, position, sample.key, example=example, order=order, width=header.width,
-                height=header.height)
+    if light:
+      yield Event("example", row, position, sample.key, order=order, width=header.width, height=header.height,
+                  where=Where.of(sample_number, sample))
+      continue
+    yield Event("example", row, position, sample.key, order=order, width=header.width, height=header.height,
+                example=_example(fields, url, sample.image, sample.key, header.width, header.height, labeled))
   yield Event("counts", counts=report_lib.Report(collections.Counter(counts)))
 
 
@@ -192,38 +197,27 @@ def plain_split(shards: list[str], tsv_path: str, labeled: bool,
       yield winner.row, winner.example
 
 
-# A winner as the Beam path sends it to its shard's second pass: (sample number, key, TSV position, width, height).
-Winner = tuple[int, str, int, int, int]
+# A winner as the Beam path sends it to its shard's second pass: (TSV position, width, height, where its bytes lie).
+Winner = tuple[int, int, int, Where]
 
 
 def winner_of(event: Event) -> tuple[int, Winner]:
   """(shard number, Winner) of a light event that won its row: a few numbers and the key, no bytes."""
-  return event.order[0], (event.order[1], event.key, event.position, event.width, event.height)
+  return event.order[0], (event.position, event.width, event.height, event.where)
 
 
 def shard_examples(shard: str, tsv_path: str, labeled: bool,
                    winners: Iterable[Winner]) -> Iterator[tuple[int, dict[str, Any]]]:
-  """The examples of one shard's winners (already checked in the first pass): the shard read again, each winner's
-  bytes taken as they stream past (same sample number, same key), its caption read back from the TSV."""
-  wanted = {number: winner for number, *winner in winners}
-  if not wanted:
-    return
+  """The examples of one shard's winners (already checked in the first pass): their bytes read again
+  (`read_images`: at their offsets in a tar), their captions read back from the TSV."""
+  by_number = {winner[3].number: winner for winner in winners}
   index = tsv_index(tsv_path, labeled)
-  for number, sample in enumerate(shard_samples(shard, collections.Counter())):
-    found = wanted.pop(number, None)
-    if found is None:
-      continue
-    key, position, width, height = found
-    if sample.key != key or sample.image is None:
-      raise ValueError(f"{shard} changed during the build: sample {number} is {sample.key}, not {key}")
+  for where, image in read_images(shard, [winner[3] for winner in by_number.values()]):
+    position, width, height, _ = by_number[where.number]
     row, fields = index.row_at(position)
     if fields is None:
       raise ValueError(f"{tsv_path} changed during the build: its row at {row} no longer parses")
-    yield row, _example(fields, fields[1], sample.image, key, width, height, labeled)
-    if not wanted:
-      return
-  if wanted:
-    raise ValueError(f"{shard} changed during the build: {len(wanted)} of its images are gone")
+    yield row, _example(fields, fields[1], image, where.key, width, height, labeled)
 
 
 _UNSEEN, _OK, _BAD = 0, 1, 2
