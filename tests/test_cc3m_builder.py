@@ -11,6 +11,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tarfile
@@ -21,6 +22,7 @@ import tensorflow_datasets as tfds
 
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
+from tfds_builders import progress as progress_lib
 from tfds_builders.cc3m import cc3m_dataset_builder as cc3m
 from tfds_builders.cc3m import make_dummy_data as dummy
 import helpers
@@ -99,6 +101,29 @@ def test_build_prints_the_report_table(tmp_path, capsys):
   table = i2d.format_report({"train": TRAIN_REPORT, "validation": VALIDATION_REPORT})
   assert table in out
   assert "  not_jpeg" in table and table.splitlines()[0].split() == ["cc3m", "build", "report", "train", "validation"]
+
+
+def test_progress_lines_say_rows_done_of_the_total_rate_eta_and_failures():
+  now = [0.0]
+  lines: list[str] = []
+  progress = progress_lib.Progress("cc3m train", 1000, every=10, clock=lambda: now[0], log=lines.append)
+  for second in range(1, 26):
+    now[0] = float(second)
+    progress.update(20, failures=int(second % 5 == 0))
+  progress.finish()
+  assert lines == ["cc3m train: 200/1,000 rows (20.0%), 20 rows/s, ETA 0:00:40, 2 failures so far",
+                   "cc3m train: 400/1,000 rows (40.0%), 20 rows/s, ETA 0:00:30, 4 failures so far",
+                   "cc3m train: 500/1,000 rows (50.0%), 20 rows/s, ETA 0:00:25, 5 failures so far"]
+
+
+def test_a_plain_build_logs_its_progress(tmp_path, monkeypatch):
+  """The dummy data's train split: 9 rows have images (6 examples, 3 corrupt); the last line is always logged."""
+  lines: list[str] = []
+  monkeypatch.setattr(progress_lib.logging, "info", lambda fmt, *args: lines.append(fmt % args))
+  _build(DUMMY, tmp_path)
+  train = [line for line in lines if line.startswith("cc3m train: ")]
+  assert train and re.fullmatch(r"cc3m train: 9/9 rows \(100\.0%\), [\d,]+ rows/s, ETA 0:00:00, 3 failures so far",
+                                train[-1]), train
 
 
 def test_examples_are_joined_by_url_and_keep_the_downloaded_bytes(built):
@@ -210,13 +235,23 @@ def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
   assert _records(on_beam, "train", raw_image=True) == _records(plain, "train", raw_image=True)
 
 
-def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path):
+def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
   """200 train rows in 5 shards (make_dummy_data.generated_defect): 4 failed downloads, 2 truncated JPEGs, 2 rows
-  with the previous row's url (whose image joins that row again), 2 images downloaded twice; 10 validation rows."""
+  with the previous row's url (whose image joins that row again), 2 images downloaded twice; 10 validation rows.
+  Both paths log their progress."""
   manual = tmp_path / "manual"
   dummy.write_generated(manual, 200, per_shard=40)
+  lines: list[str] = []
+  monkeypatch.setattr(progress_lib.logging, "info", lambda fmt, *args: lines.append(fmt % args))
   plain = _build(manual, tmp_path / "plain")
+  # Rows with images: 200 less 2 duplicate urls (their images join the row before) and 4 failed downloads.
+  assert re.fullmatch(r"cc3m train: 194/194 rows \(100\.0%\), [\d,]+ rows/s, ETA 0:00:00, 2 failures so far",
+                      [line for line in lines if line.startswith("cc3m train: ")][-1])
   on_beam = _build(manual, tmp_path / "beam", beam=True)
+  shards = sorted(line for line in lines if line.startswith("cc3m train: shard "))
+  assert [re.sub(r"[\d,]+ images/s$", "R images/s", line) for line in shards] == [
+      f"cc3m train: shard {n} of 5 read: {images} images checked, {failed} failed, R images/s"
+      for n, images, failed in ((1, 39, 1), (2, 40, 0), (3, 39, 1), (4, 39, 0), (5, 41, 0))]
   report = plain.info.metadata["build_report"]
   assert report["train"] == {
       "tsv_rows": 200, "examples": 192, "missing_image": 4, "corrupt_image": 2, "duplicate_url": 2,

@@ -8,10 +8,12 @@ Imported by package name only (Beam workers unpickle these functions by module p
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import tensorflow_datasets as tfds
+from absl import logging
 
 from tfds_builders import report as report_lib
 from tfds_builders.img2dataset.join import (Event, Winner, row_outcome, shard_events, shard_examples, split_report,
@@ -19,9 +21,20 @@ from tfds_builders.img2dataset.join import (Event, Winner, row_outcome, shard_ev
 from tfds_builders.img2dataset.tsv import tsv_index
 
 
-def _read_shard(item: tuple[int, str], tsv_path: str, labeled: bool) -> Iterator[Event]:
+def _read_shard(item: tuple[int, str], tsv_path: str, labeled: bool, name: str, total: int) -> Iterator[Event]:
+  """Pass 1 of one shard: its light events; with a `name`, one log line when the shard is read (each worker sees
+  only its own shards: the shard's number of the total, its images checked and failed, and its rate)."""
   number, shard = item
-  return shard_events(shard, tsv_path, labeled, number, light=True)
+  start, checked, failed = time.process_time(), 0, 0
+  for event in shard_events(shard, tsv_path, labeled, number, light=True):
+    checked += event.kind != "counts"
+    failed += event.kind == "bad"
+    yield event
+  if name:
+    seconds = time.process_time() - start
+    rate = f"{checked / seconds:,.0f}" if seconds > 0 else "-"
+    logging.info("%s: shard %d of %d read: %d images checked, %d failed, %s images/s", name, number + 1, total,
+                 checked, failed, rate)
 
 
 def _decide_row(item: tuple[int, Iterable[Event]]) -> Iterator[Any]:
@@ -43,7 +56,8 @@ def _write_split_report(counts: report_lib.Report, tsv_path: str, labeled: bool,
   report_lib.write_part(data_dir, split, split_report(counts, tsv_index(tsv_path, labeled)))
 
 
-def _beam_split(pipeline_input, shards: list[str], tsv_path: str, labeled: bool, data_dir: str, split: str):
+def _beam_split(pipeline_input, shards: list[str], tsv_path: str, labeled: bool, data_dir: str, split: str,
+                name: str = ""):
   """One split as a Beam graph: one work item per shard (pass 1), light events grouped by row and joined by the
   rule, winners grouped by shard (pass 2 reads their bytes); every Report summed by one combine and written as the
   split's part of the build report."""
@@ -51,7 +65,8 @@ def _beam_split(pipeline_input, shards: list[str], tsv_path: str, labeled: bool,
   events = (pipeline_input
             | "Shards" >> beam.Create(list(enumerate(shards)))
             | "OneShardPerWorker" >> beam.Reshuffle()
-            | "ReadShard" >> beam.FlatMap(_read_shard, tsv_path=tsv_path, labeled=labeled))
+            | "ReadShard" >> beam.FlatMap(_read_shard, tsv_path=tsv_path, labeled=labeled, name=name,
+                                          total=len(shards)))
   rows = (events
           | "RowEvents" >> beam.Filter(lambda e: e.kind != "counts")
           | "ByRow" >> beam.Map(lambda e: (e.row, e))
@@ -73,8 +88,8 @@ def _beam_split(pipeline_input, shards: list[str], tsv_path: str, labeled: bool,
           | "ReadWinners" >> beam.FlatMap(_shard_examples, shards=shards, tsv_path=tsv_path, labeled=labeled))
 
 
-def beam_split_transform(shards: list[str], tsv: str, labeled: bool, data_dir: str, split: str):
+def beam_split_transform(shards: list[str], tsv: str, labeled: bool, data_dir: str, split: str, name: str = ""):
   """The Beam path of one split, as the PTransform a builder's `_generate_examples` returns; its report part is
-  written into `data_dir`, the dataset's folder being built."""
+  written into `data_dir`, the dataset's folder being built. With a `name`, each shard read logs a line."""
   beam = tfds.core.lazy_imports.apache_beam
-  return beam.ptransform_fn(_beam_split)(shards, tsv, labeled, data_dir, split)
+  return beam.ptransform_fn(_beam_split)(shards, tsv, labeled, data_dir, split, name)

@@ -13,6 +13,7 @@ import numpy as np
 
 from capjax.image import io as image_io
 from tfds_builders import report as report_lib
+from tfds_builders.progress import Progress
 from tfds_builders.img2dataset.shards import (Where, _parquet_path, _read_parquet, read_images, shard_samples,
                                               verify_image)
 from tfds_builders.img2dataset.tsv import TsvIndex, tsv_index
@@ -159,17 +160,20 @@ def row_outcome(events: Iterable[Event]) -> tuple[Event | None, report_lib.Repor
   return None, counts.count("corrupt_image", reason=first.reason)
 
 
-def plain_split(shards: list[str], tsv_path: str, labeled: bool,
-                counts: report_lib.Report) -> Iterator[tuple[int, dict[str, Any]]]:
+def plain_split(shards: list[str], tsv_path: str, labeled: bool, counts: report_lib.Report,
+                name: str = "", every: float = 30.0) -> Iterator[tuple[int, dict[str, Any]]]:
   """The plain path of one split: examples under the join rule, every count added to `counts`. A first pass
   counts each row's images without reading them (tar members are skipped in the stream); then a row with one
-  image is decided as its image comes, and a row with more is held only until its last image has come."""
+  image is decided as its image comes, and a row with more is held only until its last image has come. With a
+  `name`, progress is logged at most every `every` seconds: rows decided of the rows the first pass found images
+  for, rows/s, ETA, and rows that made no example so far."""
   index = tsv_index(tsv_path, labeled)
   expected = np.zeros(len(index), np.uint32)
   for number, shard in enumerate(shards):
     for event in shard_events(shard, tsv_path, labeled, number, with_images=False):
       if event.kind != "counts":
         expected[event.position] += 1
+  progress = Progress(name, int(np.count_nonzero(expected)), every) if name else None
   waiting: dict[int, list[Event]] = {}
   decided = np.zeros(len(index), bool)
   for number, shard in enumerate(shards):
@@ -188,13 +192,19 @@ def plain_split(shards: list[str], tsv_path: str, labeled: bool,
       decided[event.position] = True
       winner, row_counts = row_outcome(held)
       counts.merge(row_counts)
+      if progress:
+        progress.update(1, int(winner is None))
       if winner is not None:
         yield winner.row, winner.example
   for held in waiting.values():  # a shard that changed between the passes: its rows are decided at the end
     winner, row_counts = row_outcome(held)
     counts.merge(row_counts)
+    if progress:
+      progress.update(1, int(winner is None))
     if winner is not None:
       yield winner.row, winner.example
+  if progress:
+    progress.finish()
 
 
 # A winner as the Beam path sends it to its shard's second pass: (TSV position, width, height, where its bytes lie).
