@@ -31,6 +31,7 @@ from capjax import gradients
 from capjax import evaluate as evaluate_lib
 from capjax import models
 from capjax import preemption
+from capjax import scst as scst_lib
 from capjax import sharding
 from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
@@ -205,13 +206,14 @@ class DivergedError(ConfigError):
 
 
 def interval_means(interval: list[dict[str, jax.Array]], step: int) -> dict[str, float]:
-  """The mean loss and gradient norm of the steps `interval` (the metrics of those up to `step`, since the last log:
-  one batch's loss is noise), fetched in one transfer; a DivergedError at the first that is not finite."""
+  """The mean of each metric but `tokens` (loss, gradient norm, SCST's rewards) of the steps `interval` (up to `step`,
+  since the last log: one batch's loss is noise), in one transfer; a DivergedError at the first that is not finite."""
   values = jax.device_get(interval)
   for offset, v in enumerate(values):
     if not math.isfinite(float(v["loss"])):
       raise DivergedError(step - len(values) + 1 + offset, float(v["loss"]))
-  return {k: float(np.mean([v[k] for v in values])) if values else math.nan for k in ("loss", "grad_norm")}
+  keys = [k for k in values[0] if k != "tokens"] if values else ["loss", "grad_norm"]
+  return {k: float(np.mean([v[k] for v in values])) if values else math.nan for k in keys}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -286,6 +288,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   the current step and returns {"metrics": {}, "outputs": {}, "interrupted_at": step}: the same command resumes.
   """
   config_util.validate(config, jax.process_count())  # impossible values (batch 0, NaN, a caption too long) fail first
+  scst_lib.check(config, workdir)  # the scst variant: its settings and the run it starts from (init_from)
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
   # The stylized metrics' classifier and LM, built once: a wrong path fails before any work, and the final
   # evaluation judges with them.
@@ -320,11 +323,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   # Every split opened before the vocabulary is written: a bad one (an empty slice) fails now, not after training.
   val_source = sources.data_source(config.dataset, config.dataset.eval_split)
   test_source = sources.data_source(config.dataset, config.dataset.test_split)
+  scst_lib.adopt_vocabulary(config, workdir)  # SCST: init_from's, the ids its parameters were trained on
   vocab = load_or_build_vocab(config, workdir, train_source)
-  train_iter = pipeline.train_iterator(config, train_source, vocab, inputs.key)
+  train_iter = pipeline.train_iterator(config, scst_lib.training_split(config, train_source), vocab, inputs.key)
 
   # --- Create Model & Optimizer, Shard & Transfer ---
   setup = make_setup(config, len(vocab), mesh, inputs, decode_start(config, vocab))
+  # SCST: its step in the MLE step's place
+  scst_lib.attach(setup, config, workdir, vocab, train_source, decode_start(config, vocab))
   writer = metric_writers.create_default_writer(workdir, just_logging=jax.process_index() > 0)
   closing.callback(writer.close)
 
@@ -335,7 +341,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   if latest is not None:
     logging.info("Resumed from step %d", latest)
   else:
-    state = setup.init(jax.random.key(config.seed))
+    state = scst_lib.initial_state(setup, config)  # SCST: init_from's best parameters; else random ones
     param_count = sum(x.size for x in jax.tree.leaves(state.params))
     logging.info("Initialised %s with %s parameters", config.model.name, f"{param_count:,}")
     writer.write_hparams({k: str(v) for k, v in config.to_dict().items()})
@@ -380,8 +386,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
         interval = []
         now = time.time()
         steps_per_s = (step - step_last) / max(now - t_last, 1e-9)
-        record = {"step": step, "loss": m["loss"], "grad_norm": m["grad_norm"],
-                  "examples_per_s": steps_per_s * config.batch_size}
+        record = {"step": step, **m, "examples_per_s": steps_per_s * config.batch_size}
         writer.write_scalars(step, {k: v for k, v in record.items() if k != "step"})
         logging.info("step %d/%d  loss %.4f  %.1f examples/s  ETA %s", step, total, record["loss"],
                      record["examples_per_s"], _format_eta((total - step) / max(steps_per_s, 1e-9)))

@@ -52,11 +52,12 @@ RESUMABLE_FIELDS = (
 )
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+  """{"a": {"b": 1}} -> {"a.b": 1}: a config as read from config.json, by dotted field."""
   flat = {}
   for key, value in tree.items():
     if isinstance(value, dict):
-      flat.update(_flatten(value, f"{prefix}{key}."))
+      flat.update(flatten(value, f"{prefix}{key}."))
     else:
       flat[f"{prefix}{key}"] = value
   return flat
@@ -68,7 +69,7 @@ def _resumable(field: str) -> bool:
 
 def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
   """'field: old → new' for each field outside RESUMABLE_FIELDS that differs (both as JSON-loaded dicts)."""
-  old, new = _flatten(saved), _flatten(current)
+  old, new = flatten(saved), flatten(current)
 
   def show(values: dict[str, Any], field: str) -> str:
     return json.dumps(values[field]) if field in values else "(absent)"

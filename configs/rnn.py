@@ -1,6 +1,6 @@
 r"""The paper's RNN baseline: 1-layer 512-d LSTM encoder over the visual tokens, 1-layer LSTM decoder started
 from its final state, no attention, tied embeddings. Everything else (data, Adagrad 0.01, batch 25, beam 4,
-variants `8x8` / `1x1` / `shapes` / `stylized` / `debug`) is as in configs/t2t.py.
+variants `8x8` / `1x1` / `shapes` / `stylized` / `debug` / `scst`) is as in configs/t2t.py.
 """
 
 import pathlib

@@ -17,6 +17,11 @@ Variants (`--config=configs/t2t.py:VARIANTS`, comma separated):
                  style's test captions with BLEU-1/3, METEOR, CIDEr, and cls and ppl (`eval.style_model`,
                  `eval.style_lm`). `python -m capjax.erg.demo` runs both trainings and compares them.
   debug          local CPU debugging: tiny model, a few steps, NaN checks (combine with `shapes`).
+  scst           self-critical sequence training (Rennie et al. 2017) of the variants' model from the best
+                 checkpoint of its MLE run (`--config.init_from=WORKDIR`): n sampled captions per image
+                 (`scst.num_samples`, temperature, top_k, top_p), rewarded by CIDEr-D against the image's references,
+                 against a baseline (`scst.baseline`: mean of the other samples, or greedy), e.g.
+                 `configs/t2t.py:shapes,scst`.
 Plus `key=value` pairs: `steps=N`, `batch=N`, with shapes `domain=plain|vivid`, with cc12m
 `field=caption_llava_short|caption_llava|alt_text`, and with
 stylized `style=S`, `augmented=NAME` and `factual=N` (also train on N images' factual captions, style-conditioned).
@@ -27,7 +32,7 @@ import ml_collections
 
 from capjax.config_util import int_value, parse_arg
 
-VARIANTS = ("8x8", "1x1", "shapes", "coco", "cc12m", "stylized", "debug")
+VARIANTS = ("8x8", "1x1", "shapes", "coco", "cc12m", "stylized", "debug", "scst")
 
 # cc12m: max_caption_tokens per caption field, in the tokens the model reads (Penn Treebank tokens: words and
 # punctuation; capjax.data.sources.reference_text). The paper's 15 words would cut most short captions, which the
@@ -174,6 +179,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     _stylized(c, values.pop("style", "romantic"), values.pop("augmented", ""), factual)
   if "debug" in variants:
     _debug(c)
+  if "scst" in variants:
+    _scst(c, short="debug" in variants)
   if "steps" in values:
     c.num_train_steps = int_value(values, "steps")
   if "batch" in values:
@@ -275,6 +282,31 @@ def _cc12m(c: ml_collections.ConfigDict, field: str) -> None:
   c.dataset.eval_split = f"train[:{CC12M_HELD_OUT}]"
   c.dataset.test_split = f"train[:{CC12M_HELD_OUT}]"  # as cc3m: no test split released, the held-out part scored
   c.max_caption_tokens = CC12M_MAX_TOKENS[field]
+
+
+def _scst(c: ml_collections.ConfigDict, short: bool) -> None:
+  """Self-critical sequence training from an MLE run of the same model (`init_from`: its workdir; its best
+  checkpoint by validation CIDEr-D, its vocabulary). The optimizer stays the MLE run's kind (its state's shape), at
+  a small constant rate: Adam at 5e-5 as Rennie et al., 2e-4 on the synthetic scenes (the README's gain table, 60
+  steps); Adagrad at 1e-3, a guess (unmeasured)."""
+  c.init_from = ""
+  c.scst = ml_collections.ConfigDict({
+      "num_samples": 5,      # captions sampled per image
+      "temperature": 1.0,
+      "top_k": 0,            # 0: every token
+      "top_p": 1.0,          # 1: every token
+      "baseline": "mean",    # mean: the image's other samples' mean reward (Luo 2020); greedy: the greedy caption's
+      "drop_worst": False,   # the worst sample of each image gets no gradient
+  })
+  scenes = c.dataset.name in ("synthetic_scenes", "stylized_scenes")
+  c.optimizer.learning_rate = (2e-4 if scenes else 5e-5) if c.optimizer.name == "adam" else 1e-3
+  c.optimizer.schedule = "constant"
+  c.optimizer.warmup_steps = 0
+  c.label_smoothing = 0.0
+  if not short:
+    c.num_train_steps = 60 if scenes else 50_000
+    c.eval_every = c.checkpoint_every = 30 if scenes else 1000
+    c.log_every = 10 if scenes else c.log_every
 
 
 def _debug(c: ml_collections.ConfigDict) -> None:

@@ -96,3 +96,21 @@ def test_input_pipeline_prints_the_waiting_share_of_the_demo(tmp_path):
   rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
           if line.startswith("| 1/2")]
   assert len(rows) == 1 and len(rows[0]) == 5 and rows[0][4].endswith("%")
+
+
+def test_clip_speed_prints_its_rows_and_the_projection():
+  proc = subprocess.run([sys.executable, "benchmarks/clip_speed.py", "--tiny", "--batch=2", "--repeats=1",
+                         "--accelerator_pairs_per_s=1000"], cwd=REPO, env=_env(), capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in proc.stdout.splitlines()
+          if line.startswith("| ") and not line.startswith(("| measure", "| pool"))]
+  assert [row[0] for row in rows] == ["image tower", "text tower", "pair (both towers)",
+                                      "preprocess a 500x375 JPEG", "CC3M", "5B candidates"]
+  assert "1,000 pairs/s ASSUMED" in proc.stdout
+  # The accelerator's hours are the pool over the assumed rate: 3.3M / 1,000 / 3,600 and 5B / 1,000 / 3,600.
+  assert rows[4][1] == "3,300,000" and rows[4][3] == "0.9 h" and rows[5][3] == "1,388.9 h"
+  pairs_per_s = float(rows[2][4].replace(",", ""))  # this CPU's column: the pool over the rate per CPU second
+  for row, count in ((rows[4], 3_300_000), (rows[5], 5_000_000_000)):
+    expected = count / pairs_per_s / 3600
+    assert abs(float(row[2].split()[0].replace(",", "")) - expected) <= 0.01 * expected + 0.05

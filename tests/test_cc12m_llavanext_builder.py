@@ -272,6 +272,8 @@ def test_beam_direct_runner_writes_the_same_dataset(manual, built, bad_input, tm
   assert beam.info.metadata["build_report"] == plain.info.metadata["build_report"]
   assert _records(beam) == _records(plain)
   assert not (tmp_path / "beam" / ".cc12m_llavanext_counts").exists()
+  manifests = [(pathlib.Path(b.data_dir) / "manifest.tsv.gz").read_bytes() for b in (plain, beam)]
+  assert manifests[0] == manifests[1]  # the keys obtained, with their image sha256 (capjax.data.manifest)
 
 
 def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path):

@@ -392,6 +392,9 @@ def test_tfds_build_on_beam_direct_runner_writes_the_same_dataset(built, tmp_pat
   beam_built = tfds.builder("cc3m", data_dir=tmp_path)
   assert beam_built.info.metadata["build_report"] == built.info.metadata["build_report"]
   assert "cc3m build report" in proc.stdout
+  # The manifest (keys and image sha256s), read back from the shards at the report step: byte for byte the same.
+  manifests = [pathlib.Path(b.data_dir, "manifest.tsv.gz").read_bytes() for b in (built, beam_built)]
+  assert manifests[0] == manifests[1] and "manifest: 8 keys" in proc.stdout
   for split in ("train", "validation"):
     plain = {_text(r["url"]): r for r in _records(built, split, raw_image=True)}
     beam = {_text(r["url"]): r for r in _records(beam_built, split, raw_image=True)}

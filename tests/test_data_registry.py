@@ -21,7 +21,7 @@ def test_every_builder_says_how_to_build_it_from_its_readme():
       "`python -m capjax.data.build --dataset=synthetic_scenes --data_dir=DATA_DIR [--config=tiny]`")
   assert registry.KNOWN_BUILDERS["cc3m"][1] == (
       "download what tfds_builders/cc3m/README.md lists into DIR, then run "
-      "`python -m capjax.data.build --dataset=cc3m --manual_dir=DIR --data_dir=DATA`")
+      "`python -m capjax.data.build --dataset=cc3m --manual_dir=DIR --data_dir=DATA` (or cc3m/wds)")
   assert registry.KNOWN_BUILDERS["karpathy"][1].endswith(
       "(or karpathy/coco, karpathy/flickr8k, karpathy/coco_format, karpathy/nocaps)")
   for name in registry.BUILDER_NAMES:  # each README has a build command: none falls back to the bare one

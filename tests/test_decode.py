@@ -20,8 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from scipy import stats
 
 from capjax import decode
+from capjax import decode_sampling
 from capjax.models import encoders
 from capjax.models.t2t import T2T, T2TConfig
 from capjax.tokens import BOS_ID, EOS_ID, PAD_ID
@@ -262,3 +264,33 @@ def test_decoding_starts_from_the_given_token(beam_size):
   np.testing.assert_array_equal(run(start=5), [[6, 7, 8, 9, 10, 0, 1, E]] * 3)
   np.testing.assert_array_equal(run(), [[E] + [PAD_ID] * (MAX_LEN - 1)] * 3)
   assert BOS_ID == 1 and E == 2  # what the expected rows above spell out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sampling (capjax.decode_sampling) through the trained model's cache; its other tests: test_decode_sampling.py
+# ----------------------------------------------------------------------------------------------------------
+@functools.partial(jax.jit, static_argnames=("s",))
+def _sampled(params, features, rng, s: decode_sampling.Sampling):
+  return decode_sampling.sample_search(decode.cached_step(MODEL, params), features, MAX_LEN, rng, s)
+
+
+def test_top_k_1_is_greedy_search(params):
+  samples = _sampled(params, FEATURES, jax.random.key(0), decode_sampling.Sampling(num_samples=3, top_k=1))
+  assert samples.shape == (len(FEATURES), 3, MAX_LEN)
+  for j in range(3):
+    np.testing.assert_array_equal(samples[:, j], _padded(GREEDY))
+
+
+def test_sampled_captions_of_the_trained_model_follow_its_caption_distribution(params):
+  # Images 6 and 7 say one of three captions with the probabilities the fixture checked (within 0.02).
+  n = 600
+  samples = np.asarray(_sampled(params, FEATURES[6:8], jax.random.key(3), decode_sampling.Sampling(num_samples=n)))
+  for image in (6, 7):
+    captions = [c for i, c, _ in TRAINING if i == image]
+    probs = np.array([p for i, _, p in TRAINING if i == image])
+    rows = [tuple(int(t) for t in row if t != PAD_ID) for row in samples[image - 6]]
+    assert all(r[-1] == EOS_ID for r in rows)
+    counts = np.array([sum(r == c for r in rows) for c in captions])
+    assert counts.sum() >= n * 0.95  # the rest: other captions, of the small mass the model leaves elsewhere
+    _, p_value = stats.chisquare(counts, probs / probs.sum() * counts.sum())
+    assert p_value > 1e-3, (counts, probs)

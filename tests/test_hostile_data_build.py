@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import pathlib
+import tarfile
+
 import pytest
 
 from hostile import harness
@@ -28,6 +32,22 @@ KARPATHY_BUILDS = [
                                                "kp/flickr30k-images/.keep": b""}, "missing or empty"),
 ]
 
+
+def _hostile_mirror() -> bytes:
+  """A cc3m-wds tar whose members are `../x.jpg` and a symlink to /etc/passwd."""
+  buffer = io.BytesIO()
+  with tarfile.open(fileobj=buffer, mode="w") as tar:
+    info = tarfile.TarInfo("../000000000.jpg")
+    info.size = 4
+    tar.addfile(info, io.BytesIO(b"\xff\xd8\xff\xe0"))
+    link = tarfile.TarInfo("000000001.jpg")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    tar.addfile(link)
+  return buffer.getvalue()
+
+
+HOSTILE_MIRROR = _hostile_mirror()
+
 CASES = [
     case(BUILD, "dataset-unknown", "--dataset=cc4m", "--data_dir={t}/new", match="cc4m", absent=("new",)),
     case(BUILD, "dataset-empty", "--dataset=", "--data_dir={t}/new", absent=("new",)),
@@ -48,6 +68,8 @@ CASES = [
     case(BUILD, "manual-dir-without-the-files", "--dataset=cc3m", "--manual_dir={t}/folder", "--data_dir={t}/new",
          match="Train_GCC-training.tsv", absent=("new/cc3m/unlabeled/1.0.0",),
          leaves=("new/cc3m/.config/metadata.json",)),
+    case(BUILD, "cc3m-wds-without-its-tars", "--dataset=cc3m/wds", "--manual_dir={t}/folder", "--data_dir={t}/new",
+         match="no cc3m-wds tars", absent=("new/cc3m/wds/1.0.0",), leaves=("new/cc3m/.config/metadata.json",)),
     *(case(BUILD, f"karpathy-{name}", f"--dataset=karpathy/{config}", f"--manual_dir={{t}}/{folder}",
            "--data_dir={t}/new", files=files, match=match, absent=(f"new/karpathy/{config}/1.0.0",),
            leaves=("new/karpathy/.config/metadata.json",))
@@ -67,6 +89,18 @@ CASES = [
 test_bad_input_is_one_error_line_and_changes_nothing = runner(CASES)
 
 
+def _one_error_line(dataset: str, manual: pathlib.Path, data_dir: pathlib.Path, capsys) -> str:
+  """The `error:` line of a build that fails after TFDS's progress bars started (they stay on stderr)."""
+  build = harness.command_module(BUILD)
+  with pytest.raises(SystemExit) as exit_info:
+    build.main([BUILD, f"--dataset={dataset}", f"--manual_dir={manual}", f"--data_dir={data_dir}"])
+  out, err = capsys.readouterr()
+  assert exit_info.value.code == 2 and "Traceback" not in out + err
+  [line] = [line for line in err.splitlines() if "error" in line.lower()]
+  assert line.lstrip().startswith("error: no example could be built: ") and " — " in line
+  return line
+
+
 def test_a_manual_dir_of_corrupt_files_is_one_error_line_after_the_progress_bars(tmp_path, capsys):
   """Every file present but corrupt: TFDS has started its progress bars (they stay on stderr) when the builder
   finds it has nothing to build, which is then one `error:` line saying what was read, not TFDS's AssertionError."""
@@ -75,13 +109,20 @@ def test_a_manual_dir_of_corrupt_files_is_one_error_line_after_the_progress_bars
   (manual / "train.jsonl.gz").write_bytes(b"not gzip")
   (manual / "cc12m-train-0000.tar").write_bytes(b"")
   before = harness.snapshot(manual)
-  build = harness.command_module(BUILD)
-  with pytest.raises(SystemExit) as exit_info:
-    build.main([BUILD, "--dataset=cc12m_llavanext", f"--manual_dir={manual}", f"--data_dir={tmp_path / 'tfds'}"])
-  out, err = capsys.readouterr()
-  assert exit_info.value.code == 2 and "Traceback" not in out + err
-  [line] = [line for line in err.splitlines() if "error" in line.lower()]
-  assert line.lstrip().startswith("error: no example could be built: ") and " — " in line
+  line = _one_error_line("cc12m_llavanext", manual, tmp_path / "tfds", capsys)
   assert "'truncated_jsonl': 1" in line and "'truncated_shard': 1" in line
   assert harness.snapshot(manual) == before
   assert not (tmp_path / "tfds/cc12m_llavanext/all/1.0.0").exists()
+
+
+def test_a_mirror_tar_of_hostile_members_is_one_error_line_with_them_counted(tmp_path, capsys):
+  """cc3m/wds over a tar whose members are an escaping name and a symlink: nothing read or written outside, and
+  one `error:` line (after TFDS's progress bars) whose counts say what was left out."""
+  manual = tmp_path / "mirror"
+  manual.mkdir()
+  (manual / "cc3m-train-0000.tar").write_bytes(HOSTILE_MIRROR)
+  before = harness.snapshot(tmp_path)
+  line = _one_error_line("cc3m/wds", manual, tmp_path / "tfds", capsys)
+  assert "1 cc3m-wds tar(s) of train gave {'samples': 0" in line and "'unsafe_member': 2" in line
+  assert {k: v for k, v in harness.snapshot(tmp_path).items() if not k.startswith("tfds")} == before
+  assert not (tmp_path / "tfds/cc3m/wds/1.0.0").exists() and not (tmp_path / "000000000.jpg").exists()

@@ -8,6 +8,7 @@ from hostile.inputs import TRAIN_SHARD, png
 MAIN = "capjax.main"
 
 CONFIG = "--config={r}/configs/t2t.py:shapes,debug"
+SCST = ("--config={r}/configs/t2t.py:shapes,debug,scst", "--config.init_from={t}/mle")
 TINY = ("--config.dataset.builder_config=tiny", "--config.dataset.data_dir={d}")
 
 
@@ -17,13 +18,18 @@ def train(name: str, *args: str, **kw):
   return case(MAIN, name, *args, "--workdir={t}/w", leaves=("w/config.json",), **kw)
 
 
-def _other_run() -> bytes:
+def _other_run(d_model: int = 64) -> bytes:
   """config.json of a run of the `CONFIG` with another model width."""
   from capjax import config_util
   config = config_util.load(f"{REPO}/configs/t2t.py:shapes,debug")
   config.dataset.builder_config = "tiny"
-  config.model.d_model = 64
+  config.model.d_model = d_model
   return config.to_json_best_effort().encode()
+
+
+def _mle_run(d_model: int) -> dict[str, bytes]:
+  """An `--config.init_from` folder: what SCST checks of a trained MLE run (config.json, vocab.txt)."""
+  return {"mle/config.json": _other_run(d_model), "mle/vocab.txt": b"<pad>\n<s>\n</s>\n<unk>\na\n"}
 
 
 CASES = [
@@ -128,6 +134,19 @@ CASES = [
          "--workdir={t}/w", match="dataset.features"),
     train("feature-variant-not-extracted", CONFIG, *TINY, "--config.model.encoder.name=features",
           "--config.dataset.features=irv2", match="extract_tfds_features"),
+    train("scst-top-p-above-one", *SCST, *TINY, "--config.scst.top_p=1.5", files=_mle_run(32),
+          match="--config.scst.top_p=1.5 is impossible — set --config.scst.top_p in (0, 1]"),
+    train("scst-top-p-zero", *SCST, *TINY, "--config.scst.top_p=0.0", files=_mle_run(32),
+          match="--config.scst.top_p=0.0 is impossible"),
+    train("scst-no-samples", *SCST, *TINY, "--config.scst.num_samples=0", files=_mle_run(32),
+          match="--config.scst.num_samples=0 is impossible"),
+    train("scst-baseline-unknown", *SCST, *TINY, "--config.scst.baseline=best", files=_mle_run(32),
+          match="scst.baseline='best' is not a baseline"),
+    train("scst-without-init-from", "--config={r}/configs/t2t.py:shapes,debug,scst", *TINY,
+          match="give its workdir with --config.init_from=WORKDIR"),
+    train("scst-init-from-untrained", *SCST, *TINY, files={"mle/.keep": b""}, match="holds no trained model"),
+    train("scst-init-from-another-model", *SCST, *TINY, files=_mle_run(64),
+          match="holds a run of another model or vocabulary (model.d_model: 64 there, 32 here)"),
     *not_flags(MAIN, CONFIG, "--workdir={t}/w"),
 ]
 

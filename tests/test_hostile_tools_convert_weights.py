@@ -71,6 +71,12 @@ def _hf_bert(**replaced: bytes) -> dict[str, bytes]:
   return files | {f"hf/{name}": data for name, data in replaced.items()}
 
 
+def _hf_clip_over_bert() -> dict[str, bytes]:
+  clip = HF_BERT.parent / "clip"
+  return {"hf/model.safetensors": (HF_BERT / "model.safetensors").read_bytes(),
+          **{f"hf/{name}": (clip / name).read_bytes() for name in ("config.json", "vocab.json", "merges.txt")}}
+
+
 def _config(**changes) -> bytes:
   return as_json({**json.loads((HF_BERT / "config.json").read_text()), **changes})
 
@@ -78,7 +84,15 @@ def _config(**changes) -> bytes:
 CASES += [
     _convert("hf-input-is-a-file", "hf_bert", "{a}/other.safetensors", match="is not a directory"),
     _convert("hf-folder-without-checkpoint", "hf_bert", "{t}/folder", match="model.safetensors is missing"),
-    _convert("hf-gpt2-given-bert", "hf_gpt2", "{r}/tests/fixtures/text_models/bert", match="vocab.json is missing"),
+    _convert("hf-gpt2-given-bert", "hf_gpt2", "{r}/tests/fixtures/text_models/bert",
+             match="config.json has model_type 'bert', not 'gpt2'"),
+    # CLIP weights that are not CLIP: a BERT directory, and BERT's tensors under a CLIP config.json.
+    _convert("hf-clip-given-bert", "hf_clip", "{r}/tests/fixtures/text_models/bert",
+             match="config.json has model_type 'bert', not 'clip'"),
+    _convert("hf-clip-config-over-bert-weights", "hf_clip", "{t}/hf", files=_hf_clip_over_bert(),
+             match="holds no CLIPModel tensor (text_model.*, vision_model.*; it has 'embeddings.LayerNorm.bias', "
+                   "'embeddings.LayerNorm.weight', 'embeddings.position_embeddings.weight', ...): these are not CLIP "
+                   "weights"),
     _convert("hf-config-hidden-size", "hf_bert", "{t}/hf", files=_hf_bert(**{"config.json": _config(hidden_size=48)}),
              match="config.json implies (48,)"),
     _convert("hf-config-layers", "hf_bert", "{t}/hf", files=_hf_bert(**{"config.json": _config(num_hidden_layers=1)}),

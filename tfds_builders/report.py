@@ -4,7 +4,9 @@ one sum, which is also Beam's combine), and the report step that both the plain 
 The report step, on TFDS's public API only: generation writes each part of the report (one per split, or per
 name) into the dataset's folder as it finishes (`write_part`: the last line of a plain `_generate_examples`, a
 Beam branch's last transform); `ReportMetadata.save_metadata`, which TFDS calls when it writes the dataset's info
-after the last split, gathers the parts into `metadata.json` and prints the table. Nothing is kept on the builder.
+after the last split, gathers the parts into `metadata.json` and prints the table; with `manifest`, it also writes
+the dataset's `manifest.tsv.gz` there (capjax.data.manifest: each example's key and image sha256, read back from the
+shards just written, so both paths write the same). Nothing is kept on the builder.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -70,12 +73,14 @@ def write_part(data_dir: epath.PathLike, name: str, value: Any) -> None:
 class ReportMetadata(tfds.core.MetadataDict):
   """The dataset's metadata (`metadata.json`) with the report step: on save, the parts generation wrote are
   `assemble`d into metadata items (e.g. {"build_report": {split: report}}), the table `describe` gives is printed,
-  and the parts are removed. A save with no parts (info written again) saves what the metadata holds."""
+  and the parts are removed. A save with no parts (info written again) saves what the metadata holds. With
+  `manifest` (builders of downloaded images: `image`, `url` and `key` fields), the build's manifest is written too,
+  where the data dir is local (ArrayRecord is read from local disk only)."""
 
   def __init__(self, assemble: Callable[[dict[str, Any]], dict[str, Any]],
-               describe: Callable[[Mapping[str, Any]], str], *args: Any, **kwargs: Any):
+               describe: Callable[[Mapping[str, Any]], str], *args: Any, manifest: bool = False, **kwargs: Any):
     super().__init__(*args, **kwargs)
-    self._assemble, self._describe = assemble, describe
+    self._assemble, self._describe, self._manifest = assemble, describe, manifest
 
   def save_metadata(self, data_dir: epath.PathLike) -> None:
     folder = epath.Path(data_dir) / PARTS
@@ -85,7 +90,19 @@ class ReportMetadata(tfds.core.MetadataDict):
       self.update(self._assemble(parts))
       folder.rmtree()
       print(self._describe(self), flush=True)
+      if self._manifest:
+        _write_manifest(data_dir)
     super().save_metadata(data_dir)
+
+
+def _write_manifest(data_dir: epath.PathLike) -> None:
+  """The build's manifest (capjax.data.manifest) into its folder, where that folder is on a local disk."""
+  from capjax.data import manifest  # noqa: PLC0415
+  if "://" in os.fspath(data_dir):
+    print(f"manifest: not written ({os.fspath(data_dir)} is not on a local disk) — run `python -m "
+          "capjax.data.manifest write --dataset=NAME --data_dir=DIR` where the dataset is read", flush=True)
+  elif written := manifest.write(data_dir):
+    print(f"manifest: {written[1]:,} keys with their image sha256 in {manifest.NAME}", flush=True)
 
 
 def by_split(parts: dict[str, Any]) -> dict[str, Any]:

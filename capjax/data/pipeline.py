@@ -48,7 +48,10 @@ class TrainTransform(grain.transforms.RandomMap):
       image = preprocess.train_image(np.asarray(record["image"]), self.image_size, self.augment, rng)
     else:
       image = np.asarray(record[self.key])
-    return {"image": image, "inputs": inputs, "targets": targets}
+    out = {"image": image, "inputs": inputs, "targets": targets}
+    if "example_index" in record:  # SCST's training split (capjax.scst.indexed): each row's references are looked up
+      out["example_index"] = np.int32(record["example_index"])
+    return out
 
 
 def process_batch_size(global_batch_size: int) -> int:

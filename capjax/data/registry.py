@@ -34,7 +34,8 @@ def how_to_build(name: str) -> str:
     return f"`python -m capjax.data.build --dataset={name} --data_dir=DATA_DIR`"
   if "--manual_dir" not in commands[0]:
     return f"nothing to download: it is built automatically on first use, or by `{commands[0]}`"
-  others = [match.group(1) for c in commands[1:] if (match := re.search(r"--dataset=(\S+)", c))]
+  names = [match.group(1) for c in commands if (match := re.search(r"--dataset=(\S+)", c))]
+  others = [name for i, name in enumerate(names) if i and name not in names[:i]]  # each once, not the first's
   return (f"download what tfds_builders/{name}/README.md lists into DIR, then run `{commands[0]}`"
           + (f" (or {', '.join(others)})" if others else ""))
 

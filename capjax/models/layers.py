@@ -1,6 +1,6 @@
 """Shared Flax layers with logical axis names: dense, attention with an explicit decode cache, MLP, positions. The
-attention (`HeadsProjection`, `dot_product_attention`, `MultiHeadAttention`, `write_cache`) is also BERT's and
-GPT-2's (`capjax.text_models.attention`).
+attention (`HeadsProjection`, `dot_product_attention`, `MultiHeadAttention`, `write_cache`) is also BERT's, GPT-2's
+and CLIP's (`capjax.text_models.attention`).
 
 Every kernel and bias is created through `nn.with_logical_partitioning`, and the main activations are constrained
 with `nn.with_logical_constraint`; `capjax.sharding` maps the names (the constraints apply inside its

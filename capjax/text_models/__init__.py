@@ -1,2 +1,3 @@
-"""Pretrained text models in Flax: a BERT-family encoder and a GPT-2 decoder, their tokenizers, and the loading of
-Hugging Face checkpoints converted by `python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2`."""
+"""Pretrained models in Flax: a BERT-family encoder, a GPT-2 decoder and CLIP (image and text towers, the CLIP
+score), their tokenizers, and the loading of Hugging Face checkpoints converted by
+`python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2|hf_clip`."""

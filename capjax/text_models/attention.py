@@ -1,6 +1,7 @@
-"""The layers of the BERT encoder and the GPT-2 decoder: their self-attention, which returns its weights (the style
-extractor reads the [CLS] row per layer and head) and can write its keys and values into an explicit decode cache,
-their dense layers, layer norms and embeddings (initialised as Hugging Face's: normal(0.02)), and activations.
+"""The layers of the BERT encoder, the GPT-2 decoder and CLIP's towers: their self-attention, which returns its
+weights (the style extractor reads the [CLS] row per layer and head) and can write its keys and values into an
+explicit decode cache, their dense layers, layer norms and embeddings (initialised as Hugging Face's:
+normal(0.02)), and activations.
 
 The attention is `capjax.models.layers.MultiHeadAttention` (T2T's): the same projections, which initialise inside a
 mesh, the same dot-product attention and the same parameter layout (query/key/value kernels (embed, heads, kv), an
@@ -31,6 +32,7 @@ ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
     "gelu": lambda x: jax.nn.gelu(x, approximate=False),  # Hugging Face's "gelu" is the exact (erf) one
     "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),  # GPT-2's tanh approximation
     "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "quick_gelu": lambda x: x * jax.nn.sigmoid(1.702 * x),  # CLIP's
     "relu": jax.nn.relu,
 }
 

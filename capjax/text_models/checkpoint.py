@@ -1,6 +1,7 @@
 """A converted text-model directory: `config.json` (Hugging Face field names plus capjax's `pooler` and
-`do_lower_case`), the tokenizer files, `metadata.json` (source checksum) and the parameters as an orbax checkpoint
-in `variables/`. Written by `python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2`.
+`do_lower_case` for BERT, `image_mean` and `image_std` for CLIP), the tokenizer files, `metadata.json` (source
+checksum) and the parameters as an orbax checkpoint in `variables/`. Written by
+`python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2|hf_clip`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,23 @@ import flax.linen as nn
 
 from capjax import model_io
 from capjax.text_models import bert as bert_lib
+from capjax.text_models import clip as clip_lib
 from capjax.text_models import gpt2 as gpt2_lib
 from capjax.text_models.config import ConfigError
 
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
 VARIABLES_DIR = "variables"
-TOKENIZER_FILES = {"bert": ("vocab.txt",), "gpt2": ("vocab.json", "merges.txt")}
-CONVERT = ("convert it with `python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2 --input=HF_DIR "
+TOKENIZER_FILES = {"bert": ("vocab.txt",), "gpt2": ("vocab.json", "merges.txt"), "clip": ("vocab.json", "merges.txt")}
+CONVERT = ("convert it with `python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2|hf_clip --input=HF_DIR "
            "--output=DIR`")
+Config = bert_lib.BertConfig | gpt2_lib.GPT2Config | clip_lib.CLIPConfig
+# Each kind's config class, module and abstract parameters.
+KINDS: dict[str, tuple[Any, Any, Any]] = {
+    "bert": (bert_lib.BertConfig, bert_lib.Bert, bert_lib.abstract_params),
+    "gpt2": (gpt2_lib.GPT2Config, gpt2_lib.GPT2, gpt2_lib.abstract_params),
+    "clip": (clip_lib.CLIPConfig, clip_lib.CLIP, clip_lib.abstract_params),
+}
 
 
 class WeightsError(ValueError):
@@ -32,25 +41,24 @@ class WeightsError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TextModel:
-  kind: str                                       # "bert" or "gpt2"
-  config: bert_lib.BertConfig | gpt2_lib.GPT2Config
+  kind: str                                       # "bert", "gpt2" or "clip"
+  config: Config
   params: dict[str, Any]
   directory: pathlib.Path
 
   def module(self) -> nn.Module:
-    return bert_lib.Bert(self.config) if self.kind == "bert" else gpt2_lib.GPT2(self.config)
+    return KINDS[self.kind][1](self.config)
 
 
-def parse_config(kind: str, config: Mapping[str, Any]) -> bert_lib.BertConfig | gpt2_lib.GPT2Config:
-  return bert_lib.BertConfig.from_dict(config) if kind == "bert" else gpt2_lib.GPT2Config.from_dict(config)
+def parse_config(kind: str, config: Mapping[str, Any]) -> Config:
+  return KINDS[kind][0].from_dict(config)
 
 
-def abstract_params(config: bert_lib.BertConfig | gpt2_lib.GPT2Config) -> Any:
-  return (bert_lib.abstract_params(config) if isinstance(config, bert_lib.BertConfig)
-          else gpt2_lib.abstract_params(config))
+def abstract_params(config: Config) -> Any:
+  return next(params for cls, _, params in KINDS.values() if isinstance(config, cls))(config)
 
 
-def save(directory: str | pathlib.Path, kind: str, config: bert_lib.BertConfig | gpt2_lib.GPT2Config,
+def save(directory: str | pathlib.Path, kind: str, config: Config,
          params: Mapping[str, Any], metadata: Mapping[str, Any], tokenizer_dir: str | pathlib.Path, *,
          more_trees: Mapping[str, Any] | None = None, more_texts: Mapping[str, str] | None = None) -> pathlib.Path:
   """Writes the converted model; the tokenizer files are copied from `tokenizer_dir`. `more_trees` and
@@ -75,14 +83,14 @@ def read_json(path: pathlib.Path) -> dict[str, Any]:
 
 
 def load(directory: str | pathlib.Path, kind: str | None = None) -> TextModel:
-  """The converted model in `directory`; `kind` ("bert"/"gpt2"), if given, is required. Every failure is a
+  """The converted model in `directory`; `kind` ("bert"/"gpt2"/"clip"), if given, is required. Every failure is a
   WeightsError whose message says what is wrong and how to convert again."""
   directory = pathlib.Path(directory).resolve()
   try:
     raw = read_json(directory / CONFIG_FILE)
     found = raw.get("model_type")
     if found not in TOKENIZER_FILES:
-      raise WeightsError(f"{directory / CONFIG_FILE} has model_type {found!r}, not 'bert' or 'gpt2'")
+      raise WeightsError(f"{directory / CONFIG_FILE} has model_type {found!r}, not 'bert', 'gpt2' or 'clip'")
     if kind is not None and found != kind:
       raise WeightsError(f"{directory} holds a {found} model, not a {kind} one")
     config = parse_config(found, raw)

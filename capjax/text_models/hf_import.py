@@ -20,6 +20,7 @@ from flax import traverse_util
 
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import checkpoint
+from capjax.text_models import clip as clip_lib
 from capjax.text_models import gpt2 as gpt2_lib
 
 Path = tuple[str, ...]
@@ -28,6 +29,7 @@ Path = tuple[str, ...]
 # heads (masked LM, next sentence).
 BERT_IGNORED = r"(bert\.)?embeddings\.position_ids|cls\..*"
 GPT2_IGNORED = r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias"
+CLIP_IGNORED = r"(text|vision)_model\.embeddings\.position_ids"
 
 
 class CheckpointError(ValueError):
@@ -128,7 +130,42 @@ def gpt2_rules(config: gpt2_lib.GPT2Config, tensors: Mapping[str, np.ndarray]) -
   return rules
 
 
+def clip_rules(config: clip_lib.CLIPConfig, tensors: Mapping[str, np.ndarray]) -> dict[Path, Rule]:
+  """CLIPModel's names: both towers' pre-norm layers, the patch convolution (OIHW), the two projections (no bias)."""
+  rules: dict[Path, Rule] = {}
+  for tower, tower_config in (("text_model", config.text), ("vision_model", config.vision)):
+    for i in range(tower_config.num_hidden_layers):
+      src, dst = f"{tower}.encoder.layers.{i}.", (tower, f"layers_{i}")
+      for q, theirs in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
+        rules[(*dst, "self_attn", q, "kernel")] = linear(f"{src}self_attn.{theirs}.weight")
+        rules[(*dst, "self_attn", q, "bias")] = flat_as(f"{src}self_attn.{theirs}.bias")
+      rules[(*dst, "self_attn", "out_kernel")] = linear_from_heads(f"{src}self_attn.out_proj.weight")
+      rules[(*dst, "self_attn", "out_bias")] = same(f"{src}self_attn.out_proj.bias")
+      for n in ("layer_norm1", "layer_norm2"):
+        rules.update({(*dst, n, k): r for k, r in norm(f"{src}{n}", tensors).items()})
+      for n in ("fc1", "fc2"):
+        rules[(*dst, n, "kernel")] = linear(f"{src}mlp.{n}.weight")
+        rules[(*dst, n, "bias")] = same(f"{src}mlp.{n}.bias")
+    rules[(tower, "position_embedding", "embedding")] = same(f"{tower}.embeddings.position_embedding.weight")
+  rules[("text_model", "token_embedding", "embedding")] = same("text_model.embeddings.token_embedding.weight")
+  rules[("vision_model", "patch_embedding")] = Rule(  # torch's (out, in, height, width) -> (height, width, in, out)
+      "vision_model.embeddings.patch_embedding.weight", lambda shape: (shape[3], shape[2], shape[0], shape[1]),
+      lambda a, shape: a.transpose(2, 3, 1, 0))
+  rules[("vision_model", "class_embedding")] = same("vision_model.embeddings.class_embedding")
+  for ours, theirs in ((("text_model", "final_layer_norm"), "text_model.final_layer_norm"),
+                       (("vision_model", "pre_layernorm"), "vision_model.pre_layrnorm"),  # Hugging Face's spelling
+                       (("vision_model", "post_layernorm"), "vision_model.post_layernorm")):
+    rules.update({(*ours, k): r for k, r in norm(theirs, tensors).items()})
+  rules[("text_projection", "kernel")] = linear("text_projection.weight")
+  rules[("visual_projection", "kernel")] = linear("visual_projection.weight")
+  rules[("logit_scale",)] = same("logit_scale")
+  return rules
+
+
 def _config_summary(config: Any) -> str:
+  if isinstance(config, clip_lib.CLIPConfig):
+    return (f"projection_dim={config.projection_dim}, text_config: {_config_summary(config.text)}, "
+            f"vision_config: {_config_summary(config.vision)}")
   shown = [f"{k}={v}" for k, v in dataclasses.asdict(config).items()
            if k not in ("dropout_rate", "attention_dropout_rate", "layer_norm_eps", "layer_norm_epsilon",
                         "do_lower_case", "pad_token_id")]
@@ -186,8 +223,27 @@ def gpt2_params(tensors: Mapping[str, np.ndarray], config: gpt2_lib.GPT2Config) 
   return params
 
 
+def clip_params(tensors: Mapping[str, np.ndarray], config: clip_lib.CLIPConfig) -> dict[str, Any]:
+  """CLIPModel tensors -> `CLIP` params; a file with neither tower's tensors is named as not CLIP's."""
+  if not any(name.startswith(("text_model.", "vision_model.")) for name in tensors):
+    shown = ", ".join(repr(name) for name in sorted(tensors)[:3])
+    raise CheckpointError(f"model.safetensors holds no CLIPModel tensor (text_model.*, vision_model.*; it has "
+                          f"{shown}{', ...' if len(tensors) > 3 else ''}): these are not CLIP weights")
+  return assemble(clip_rules(config, tensors), _expected(clip_lib.abstract_params(config)), tensors, CLIP_IGNORED,
+                  config)
+
+
+def check_model_type(kind: str, directory: pathlib.Path, raw: Mapping[str, Any]) -> None:
+  """config.json's model_type, where it has one, is `kind`'s: another model's directory is named as such."""
+  if raw.get("model_type", kind) != kind:
+    raise CheckpointError(f"{directory / 'config.json'} has model_type {raw.get('model_type')!r}, not {kind!r}")
+
+
 def check_files(kind: str, directory: pathlib.Path) -> None:
-  """A Hugging Face checkpoint directory holds model.safetensors, config.json and the tokenizer's files."""
+  """A Hugging Face checkpoint directory holds model.safetensors, config.json and the tokenizer's files; another
+  model's directory (config.json's model_type) is refused as such before any missing file is named."""
+  if (directory / "config.json").is_file():
+    check_model_type(kind, directory, checkpoint.read_json(directory / "config.json"))
   for name in ("model.safetensors", "config.json", *checkpoint.TOKENIZER_FILES[kind]):
     if not (directory / name).is_file():
       raise CheckpointError(f"{directory / name} is missing (a {kind} checkpoint directory holds model.safetensors, "
@@ -199,13 +255,20 @@ def convert(kind: str, directory: pathlib.Path, tensors: Mapping[str, np.ndarray
   """(config, params) of the Hugging Face checkpoint in `directory`, whose model.safetensors holds `tensors`.
 
   BERT's config also records whether the checkpoint has a pooler and its tokenizer_config.json's do_lower_case
-  (Hugging Face's default, true, when that file or field is absent): the converted directory is then complete."""
+  (Hugging Face's default, true, when that file or field is absent), CLIP's the image normalization of its
+  preprocessor_config.json (OpenAI's when absent): the converted directory is then complete."""
   raw = checkpoint.read_json(directory / "config.json")
-  if raw.get("model_type", kind) != kind:
-    raise CheckpointError(f"{directory / 'config.json'} has model_type {raw.get('model_type')!r}, not {kind!r}")
+  check_model_type(kind, directory, raw)
   if kind == "gpt2":
     config = checkpoint.parse_config(kind, raw)
     return config, gpt2_params(tensors, config)
+  if kind == "clip":
+    normalization = {}
+    if (directory / "preprocessor_config.json").is_file():
+      processor = checkpoint.read_json(directory / "preprocessor_config.json")
+      normalization = {k: processor[k] for k in ("image_mean", "image_std") if k in processor}
+    config = checkpoint.parse_config(kind, {**raw, **normalization})
+    return config, clip_params(tensors, config)
   lower = True
   if (directory / "tokenizer_config.json").is_file():
     lower = checkpoint.read_json(directory / "tokenizer_config.json").get("do_lower_case", True)

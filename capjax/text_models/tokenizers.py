@@ -1,8 +1,8 @@
 """The tokenizers of the converted checkpoints: BERT's WordPiece (Hugging Face's basic splitting, then
-tensorflow-text's WordPiece over `vocab.txt`) and GPT-2's byte-level BPE (`vocab.json` + `merges.txt`: the
+tensorflow-text's WordPiece over `vocab.txt`), GPT-2's byte-level BPE (`vocab.json` + `merges.txt`: the
 algorithm of OpenAI's encoder.py, which Hugging Face's GPT-2 tokenizer also implements; `regex` gives the
-\\p{L}/\\p{N} classes of its pre-tokenizer). tests/fixtures/text_models holds the Hugging Face tokenizers' ids for
-a test list; both agree with them.
+\\p{L}/\\p{N} classes of its pre-tokenizer) and CLIP's (the same BPE over lowercased words that end in `</w>`).
+tests/fixtures/text_models holds the Hugging Face tokenizers' ids for a test list; all three agree with them.
 """
 
 from __future__ import annotations
@@ -154,6 +154,8 @@ GPT2_PATTERN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\
 class ByteLevelBPE:
   """GPT-2's tokenizer: bytes -> printable characters, then merges in rank order within each pre-token."""
 
+  end_of_word = ""  # appended to a pre-token's last symbol before merging (CLIP's "</w>")
+
   def __init__(self, vocab_path: PathLike, merges_path: PathLike, unk_token: str = "<|endoftext|>"):
     try:
       self.vocab = json.loads(pathlib.Path(vocab_path).read_text(encoding="utf-8"))
@@ -178,7 +180,7 @@ class ByteLevelBPE:
     """The merged symbols of one pre-token (already in byte characters)."""
     if token in self._cache:
       return self._cache[token]
-    word = tuple(token)
+    word = (*token[:-1], token[-1] + self.end_of_word) if token else ()
     while len(word) > 1:
       pairs = set(zip(word, word[1:]))
       best = min(pairs, key=lambda pair: self.ranks.get(pair, float("inf")))
@@ -207,7 +209,7 @@ class ByteLevelBPE:
 
   def _encode(self, text: str) -> list[int]:
     ids = []
-    for piece in GPT2_PATTERN.findall(text):
+    for piece in self.pieces(text):
       for symbol in self.bpe("".join(self.byte_encoder[b] for b in piece.encode("utf-8"))):
         token_id = self.vocab.get(symbol, self.unk_id)
         if token_id is None:
@@ -215,9 +217,57 @@ class ByteLevelBPE:
         ids.append(token_id)
     return ids
 
+  def pieces(self, text: str) -> list[str]:
+    """The pre-tokens that BPE merges within."""
+    return GPT2_PATTERN.findall(text)
+
   def decode(self, ids: Sequence[int]) -> str:
     text = "".join(self.decoder[int(i)] for i in ids)
     return bytes(self.byte_decoder[c] for c in text).decode("utf-8", errors="replace")
+
+
+# CLIP's pre-tokenizer (OpenAI's simple_tokenizer.py, Hugging Face's CLIPTokenizer): its special tokens, English
+# contractions, letters, single digits, other symbols; whitespace only separates.
+CLIP_PATTERN = regex.compile(
+    r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+""")
+
+
+class CLIPTokenizer(ByteLevelBPE):
+  """CLIP's tokenizer as Hugging Face's CLIPTokenizer runs it: "<|startoftext|>" and "<|endoftext|>" written in the
+  text are those tokens; the rest is NFC-normalized and lowercased character by character (so no final sigma),
+  split by CLIP_PATTERN and then by GPT-2's pattern (Hugging Face's byte-level step splits "<|endoftext|>" written
+  in capitals into "<|", "endoftext", "|>"), and each piece's bytes merged by rank with `</w>` on its last symbol;
+  `encode` puts
+  <|startoftext|> ... <|endoftext|> around the ids. OpenAI's own tokenizer also runs ftfy and unescapes HTML
+  ("&amp;"): Hugging Face's does not, nor does this one."""
+
+  end_of_word = "</w>"
+  specials = regex.compile(r"(<\|startoftext\|>|<\|endoftext\|>)")
+
+  def __init__(self, vocab_path: PathLike, merges_path: PathLike):
+    super().__init__(vocab_path, merges_path)
+    missing = [t for t in ("<|startoftext|>", "<|endoftext|>") if t not in self.vocab]
+    if missing:
+      raise TokenizerError(f"{vocab_path} has no {missing[0]} token: it is not a CLIP vocabulary")
+    self.bos_id, self.eos_id = self.vocab["<|startoftext|>"], self.vocab["<|endoftext|>"]
+
+  def pieces(self, text: str) -> list[str]:
+    text = "".join(c.lower() for c in unicodedata.normalize("NFC", text))
+    return [piece for word in CLIP_PATTERN.findall(text) for piece in GPT2_PATTERN.findall(word)]
+
+  def tokenize(self, text: str) -> list[int]:
+    """The ids of `text`, without <|startoftext|> and <|endoftext|> around them."""
+    ids = []
+    for i, part in enumerate(self.specials.split(text)):
+      ids.extend([self.vocab[part]] if i % 2 else self._encode(part))
+    return ids
+
+  def encode(self, text: str) -> list[int]:
+    return [self.bos_id, *self.tokenize(text), self.eos_id]
+
+  def decode(self, ids: Sequence[int]) -> str:
+    """The lowercased text back, words separated by single spaces (CLIP's decoding)."""
+    return " ".join(super().decode(ids).replace(self.end_of_word, " ").split())
 
 
 def pad(sequences: Sequence[Sequence[int]], max_length: int, pad_id: int, end_id: int | None = None,

@@ -1,15 +1,16 @@
 """Imports released weights into capjax's layout: Inception-ResNet-v2 (Keras HDF5, timm safetensors) and Hugging
-Face text models (BERT-family encoders such as MiniLM, GPT-2).
+Face text models (BERT-family encoders such as MiniLM, GPT-2, CLIP's image and text towers).
 
 usage: python -m capjax.tools.convert_weights --format=keras|timm --input=FILE --output=DIR
-       python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2 --input=DIR --output=DIR
+       python -m capjax.tools.convert_weights --format=hf_bert|hf_gpt2|hf_clip --input=DIR --output=DIR
        python -m capjax.tools.convert_weights --format=random --output=DIR [--seed=0]
 Writes an orbax checkpoint and metadata.json (with the input's sha256) into DIR and prints the metadata.
 --format=random writes untrained Inception-ResNet-v2 weights with the 1,000-class head, no download needed: for
 trying the feature path end to end (their metadata says "format": "random"; features from them are noise). It
 never replaces weights converted from a file in DIR.
 A Hugging Face --input directory holds model.safetensors, config.json and vocab.txt (BERT; tokenizer_config.json's
-do_lower_case is kept, default true) or vocab.json and merges.txt (GPT-2); DIR gets them (capjax.text_models).
+do_lower_case is kept, default true) or vocab.json and merges.txt (GPT-2; CLIP, a CLIPModel checkpoint, whose
+preprocessor_config.json's image_mean and image_std are kept when it has one); DIR gets them (capjax.text_models).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from capjax import cli, files
 
 # The conversion library (`capjax.tools.weights`), reached through this module by the tests and benchmarks, imported
 # on first use: --help does not load JAX and Flax. FORMATS is the library's (a test keeps the two equal).
-FORMATS = ("keras", "timm", "hf_bert", "hf_gpt2", "random")
+FORMATS = ("keras", "timm", "hf_bert", "hf_gpt2", "hf_clip", "random")
 _EXPORTS = dict.fromkeys((
     "ConvSite", "ConversionError", "HF_FORMATS", "IMAGENET_CLASSES", "Key", "MAX_SAFETENSORS_HEADER",
     "SAFETENSORS_DTYPES", "Tensor", "assemble", "conv_sites", "convert", "convert_file", "convert_hf",
@@ -38,6 +39,7 @@ FLAGS = flags.FlagValues()
 _FORMAT = flags.DEFINE_enum("format", None, FORMATS, "keras: legacy .h5 (keras.applications download) or Keras 3 "
                             ".weights.h5; timm: inception_resnet_v2 safetensors; hf_bert: a Hugging Face "
                             "BERT-family (BertModel, MiniLM) directory; hf_gpt2: a Hugging Face GPT-2 directory; "
+                            "hf_clip: a Hugging Face CLIPModel directory; "
                             "random: untrained Inception-ResNet-v2 weights (no --input)",
                             flag_values=FLAGS, required=True)
 _INPUT = flags.DEFINE_string("input", None, "the weights file (keras, timm) or checkpoint directory (hf_*)",

@@ -1,6 +1,6 @@
 """Released weights into capjax's layout, the library of `python -m capjax.tools.convert_weights`: the safetensors
 reader and writer (hostile files refused: sizes, offsets, dtypes, duplicate keys), Inception-ResNet-v2 from Keras
-HDF5 and timm safetensors (name maps checked against the capjax module), Hugging Face BERT-family and GPT-2
+HDF5 and timm safetensors (name maps checked against the capjax module), Hugging Face BERT-family, GPT-2 and CLIP
 directories (`capjax.text_models`), and untrained Inception-ResNet-v2 weights.
 """
 
@@ -25,8 +25,8 @@ from capjax.text_models.config import ConfigError
 from capjax.strings import as_str
 
 Key = tuple[str, ...]  # (collection, *module path, variable), e.g. ("params", "Mixed_5b", ..., "kernel")
-FORMATS = ("keras", "timm", "hf_bert", "hf_gpt2", irv2.RANDOM_FORMAT)
-HF_FORMATS = {"hf_bert": "bert", "hf_gpt2": "gpt2"}
+FORMATS = ("keras", "timm", "hf_bert", "hf_gpt2", "hf_clip", irv2.RANDOM_FORMAT)
+HF_FORMATS = {"hf_bert": "bert", "hf_gpt2": "gpt2", "hf_clip": "clip"}
 IMAGENET_CLASSES = 1000
 
 

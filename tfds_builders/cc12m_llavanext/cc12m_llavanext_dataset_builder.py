@@ -83,7 +83,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     return self.dataset_info_from_configs(
         features=tfds.features.FeaturesDict(features),
         homepage="https://huggingface.co/datasets/CaptionEmporium/conceptual-captions-cc12m-llavanext",
-        metadata=report_lib.ReportMetadata(_assemble, _describe),
+        metadata=report_lib.ReportMetadata(_assemble, _describe, manifest=True),
     )
 
   # --- files

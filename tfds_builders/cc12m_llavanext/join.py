@@ -12,7 +12,6 @@ import dataclasses
 import gzip
 import json
 import os
-import re
 import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -20,13 +19,12 @@ from typing import Any
 
 from etils import epath
 
-from capjax.image import io as image_io
 from capjax.text import recaption
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
+from tfds_builders.img2dataset import wds
 
 JSONL = "train.jsonl.gz"
-SHARD_NAME = re.compile(r"cc12m-train-\d+\.tar")
 RECAPTIONS = ("caption_llava", "caption_llava_short")  # cleaned by capjax.text.recaption
 CAPTION_FIELDS = (*RECAPTIONS, "alt_text")  # the text fields `dataset.caption_field` may name
 # A caption over this is no caption but a corrupt row (LLaVA-NeXT's long captions run to a few hundred words);
@@ -186,48 +184,12 @@ class RowStore:
 
 def list_shards(manual_dir: str) -> list[str]:
   """The cc12m-wds tars `cc12m-train-NNNN.tar` in the manual dir (symlinks are not followed), sorted."""
-  return [s for s in i2d.list_shards(manual_dir) if SHARD_NAME.fullmatch(os.path.basename(s))]
+  return wds.mirror_shards(manual_dir, "cc12m", "train")
 
 
-@dataclasses.dataclass(frozen=True)
-class Image:
-  """One image member of a shard, checked: its JPEG bytes and size, or why it cannot be an example."""
-
-  key: str
-  url: str | None  # from KEY.json; None without one
-  order: tuple[str, int]  # (shard name, sample number): of a key's images, the first good one in this order wins
-  data: bytes | None = None
-  width: int = 0
-  height: int = 0
-  reason: str = ""  # truncated, too_large, not_jpeg, undecodable, too_many_pixels, mode_cmyk; "" when good
-  where: i2d.Where | None = None  # of a light image: where its bytes lie in the tar, for the second read
-
-
-def shard_images(shard: str, counts: collections.Counter, light: bool = False) -> Iterator[Image]:
-  """Every image of one tar, read as a stream (i2d.shard_samples: never extracted, links never followed, members
-  over i2d.MAX_MEMBER_BYTES never read), each decoded whole once to check it; shard-side counts into `counts`.
-  With `light` a good image keeps its size but not its bytes (the Beam path's first pass; `shard_examples` reads
-  the winners' bytes back)."""
-  counts["shards"] += 1
-  name = os.path.basename(shard)
-  for number, sample in enumerate(i2d.shard_samples(shard, counts)):
-    url = (sample.meta or {}).get("url")
-    url = url if isinstance(url, str) else None
-    if sample.truncated or sample.too_large:
-      yield Image(sample.key, url, (name, number), reason="truncated" if sample.truncated else "too_large")
-      continue
-    if sample.image is None:
-      continue  # a KEY.json or KEY.txt without an image: nothing to join
-    try:
-      header = i2d.verify_image(sample.image)
-    except image_io.ImageError as e:
-      yield Image(sample.key, url, (name, number), reason=e.reason)
-      continue
-    if light:
-      yield Image(sample.key, url, (name, number), None, header.width, header.height,
-                  where=i2d.Where.of(number, sample))
-    else:
-      yield Image(sample.key, url, (name, number), sample.image, header.width, header.height)
+# The images of a cc12m-wds tar, checked (shared with cc3m's wds config: tfds_builders/img2dataset/wds.py).
+Image = wds.Image
+shard_images = wds.shard_images
 
 
 def url_mismatch(image: Image, row: Row) -> bool:

@@ -1,5 +1,7 @@
-"""The `cc3m` TFDS builder: Conceptual Captions' released TSVs joined, by url, to the images img2dataset downloaded.
-It reads shards as streams, one at a time (one Beam work item each under `tfds build --beam_pipeline_options`).
+"""The `cc3m` TFDS builder: Conceptual Captions' released TSVs joined, by url, to the images img2dataset downloaded
+(every `images/SPLIT*` folder: a first download and its retries), or (config `wds`) pixparse's webdataset mirror as
+it is. It reads shards as streams, one at a time (one Beam work item each under `tfds build --beam_pipeline_options`);
+`retry_rows` lists the rows a build left out, for `python -m capjax.data.retry`.
 Stateless, on TFDS's public API: each split's report is written by report.py's step, from either path.
 """
 
@@ -7,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,7 @@ from etils import epath
 
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report
+from tfds_builders.img2dataset import retry, wds
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
 
 TSV_FILES: dict[str, dict[str, str]] = {
@@ -34,6 +37,7 @@ Put in the manual dir (`--manual_dir=DIR`):
   DIR/Validation_GCC-1.1.0-Validation.tsv
   DIR/Image_Labels_Subset_Train_GCC-Labels-training.tsv   # only for cc3m/labeled
   DIR/images/train/       DIR/images/validation/          # what img2dataset wrote, one folder per split
+  [DIR/images/train.retry/ ...]                           # optional: re-downloads of the rows left out (retry)
 
 The TSVs stay as released (caption TAB url, no header). img2dataset needs a header line, so give it copies:
 
@@ -56,13 +60,29 @@ JPEGs only (as the paper) and counts every other row with its reason. `--output_
 """
 
 
+MIRROR_SPLITS = ("train", "validation")
+MIRROR_INSTRUCTIONS = """\
+For cc3m/wds, put pixparse's webdataset mirror in the manual dir instead (no TSV, no img2dataset run):
+
+  DIR/cc3m-train-0000.tar ... cc3m-train-0575.tar        # KEY.jpg, KEY.txt (the caption) [, KEY.json (url)]
+  DIR/cc3m-validation-0000.tar ... cc3m-validation-0015.tar
+
+  huggingface-cli download --repo-type dataset pixparse/cc3m-wds --local-dir DIR
+"""
+
+
 @dataclasses.dataclass(eq=False)
 class Cc3mConfig(tfds.core.BuilderConfig):
   labeled: bool = False
+  mirror: bool = False  # pixparse's cc3m-wds tars instead of the TSVs and img2dataset's shards
 
 
 def _describe(metadata) -> str:
   return i2d.format_report(metadata["build_report"])
+
+
+def _describe_mirror(metadata) -> str:
+  return i2d.format_report(metadata["build_report"], "cc3m/wds build report", wds.MIRROR_KEYS, wds.MIRROR_BREAKDOWNS)
 
 
 # ------------------------------------------------------------------------------------------------ builder
@@ -73,11 +93,13 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   VERSION = tfds.core.Version("1.0.0")
   RELEASE_NOTES = {"1.0.0": "Released TSVs joined by url to img2dataset shards; original JPEG bytes."}
-  MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS
+  MANUAL_DOWNLOAD_INSTRUCTIONS = MANUAL_DOWNLOAD_INSTRUCTIONS + "\n" + MIRROR_INSTRUCTIONS
   BUILDER_CONFIGS = [
       Cc3mConfig(name="unlabeled", description="Train and validation: image, caption, url, key, size."),
       Cc3mConfig(name="labeled", labeled=True,
                  description="The train images with Google Cloud Vision labels, MIDs and confidences."),
+      Cc3mConfig(name="wds", mirror=True,
+                 description="Train and validation from pixparse's cc3m-wds mirror: each image with its caption."),
   ]
   DEFAULT_CONFIG_NAME = "unlabeled"
 
@@ -96,13 +118,15 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     return self.dataset_info_from_configs(
         features=tfds.features.FeaturesDict(features),
         homepage="https://ai.google.com/research/ConceptualCaptions/",
-        metadata=report.ReportMetadata(report.by_split, _describe),
+        metadata=report.ReportMetadata(report.by_split, _describe_mirror if self.builder_config.mirror else _describe,
+                                       manifest=True),
     )
 
   # --- files
 
   def _manual_files(self, manual_dir: epath.Path) -> dict[str, tuple[str, str]]:
-    """split → (TSV path, images dir); a missing manual dir or TSV is a ManualDataError naming it."""
+    """split → (TSV path, its images' folders as one pattern: `images/SPLIT[.*]`); a missing manual dir or TSV is a
+    ManualDataError naming it."""
     if not manual_dir.exists():
       raise ManualDataError(f"the manual dir {manual_dir} does not exist — put the CC3M TSVs and img2dataset "
                             f"images there ({_INSTRUCTIONS_POINTER})")
@@ -111,7 +135,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       tsv = manual_dir / name
       if not tsv.exists():
         raise ManualDataError(f"{tsv} is missing — download {name} ({_INSTRUCTIONS_POINTER})")
-      files[split] = (os.fspath(tsv), os.fspath(manual_dir / IMAGES_DIR / split))
+      files[split] = (os.fspath(tsv), os.fspath(manual_dir / IMAGES_DIR / split) + "[.*]")
     return files
 
   # --- generation
@@ -123,10 +147,12 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       first = str(e).split(". ")[0]
       raise ManualDataError(f"{first} — put the CC3M TSVs and img2dataset images there, as "
                             f"{_INSTRUCTIONS_POINTER.removeprefix('see ')} says (pass it with --manual_dir)") from e
+    if self.builder_config.mirror:
+      return self._mirror_splits(manual_dir)
     files = self._manual_files(manual_dir)
     labeled = self.builder_config.labeled
     for split, (tsv, images) in list(files.items()):
-      if not i2d.list_shards(images):
+      if not i2d.split_shards(os.fspath(manual_dir / IMAGES_DIR), split):  # no folder, or no shard in any
         # TFDS refuses a split with no examples: a split with no images at all is left out of the build, and
         # its report says every row is missing_image.
         index = i2d.tsv_index(tsv, labeled)
@@ -136,12 +162,14 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     if not files:
       raise ManualDataError(f"no img2dataset shards in {manual_dir / IMAGES_DIR}/*/ — download the images "
                             f"({_INSTRUCTIONS_POINTER})")
-    return {split: self._generate_examples(split, tsv, images) for split, (tsv, images) in files.items()}
+    root = os.fspath(manual_dir / IMAGES_DIR)
+    return {split: self._generate_examples(split, tsv, images, i2d.split_shards(root, split))
+            for split, (tsv, images) in files.items()}
 
-  def _generate_examples(self, split: str, tsv: str, images: str):
-    """The split's examples: a Beam PTransform when the build runs on Beam, else a generator. Either writes the
-    split's part of the build report into the dataset's folder once its last example is out (report.py)."""
-    shards = i2d.list_shards(images)
+  def _generate_examples(self, split: str, tsv: str, images: str, shards: list[str]):
+    """The split's examples, from the shards of all its image folders: a Beam PTransform when the build runs on
+    Beam, else a generator. Either writes the split's part of the build report into the dataset's folder once its
+    last example is out (report.py)."""
     if self.uses_beam():
       return i2d.beam_split_transform(shards, tsv, self.builder_config.labeled, os.fspath(self.data_dir), split,
                                       name=f"cc3m {split}")
@@ -156,3 +184,42 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
                             lambda: f"{tsv} ({len(index):,} rows) and the images in {images} gave "
                                     f"{i2d.split_report(counts, index)}")
     report.write_part(self.data_dir, split, i2d.split_report(counts, index))
+
+  # --- the webdataset mirror (cc3m/wds)
+
+  def _mirror_splits(self, manual_dir: epath.Path):
+    """Each split with tars in the manual dir; a split without any is left out, and no tar at all is an error."""
+    shards = {split: wds.mirror_shards(os.fspath(manual_dir), "cc3m", split) for split in MIRROR_SPLITS}
+    if not any(shards.values()):
+      raise ManualDataError(f"no cc3m-wds tars (cc3m-train-NNNN.tar, cc3m-validation-NNNN.tar) in {manual_dir} — "
+                            f"download pixparse/cc3m-wds ({_INSTRUCTIONS_POINTER})")
+    for split in [s for s, found in shards.items() if not found]:
+      logging.warning("cc3m/wds: no cc3m-%s-NNNN.tar in %s: the %s split is not built", split, manual_dir, split)
+      del shards[split]
+    return {split: self._mirror_examples(split, found) for split, found in shards.items()}
+
+  def _mirror_examples(self, split: str, shards: list[str]):
+    """A split of the mirror: every good JPEG with a caption is an example, on either path (no join: each sample
+    carries its caption); the split's report part is written once its last example is out."""
+    if self.uses_beam():
+      return wds.beam_mirror_transform(shards, os.fspath(self.data_dir), split)
+    return self._plain_mirror(split, shards)
+
+  def _plain_mirror(self, split: str, shards: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    counts = report.Report()
+    yield from at_least_one(wds.plain_mirror(shards, counts),
+                            lambda: f"{len(shards)} cc3m-wds tar(s) of {split} gave {wds.mirror_report(counts)}")
+    report.write_part(self.data_dir, split, wds.mirror_report(counts))
+
+  # --- retry (python -m capjax.data.retry)
+
+  def retry_splits(self) -> list[str]:
+    """The splits whose TSV rows `retry_rows` can list (none for the mirror, which has no TSV)."""
+    return list(TSV_FILES.get(self.builder_config.name, {}))
+
+  def retry_rows(self, manual_dir: str, split: str, obtained_urls: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+    """(caption, url, reason) of each row of the split's TSV that gave no example (its url is not among
+    `obtained_urls`, the build's manifest), in TSV order; a missing manual dir or TSV is a ManualDataError now."""
+    tsv, _ = self._manual_files(epath.Path(manual_dir))[split]
+    shards = i2d.split_shards(os.fspath(epath.Path(manual_dir) / IMAGES_DIR), split)
+    return retry.failed_rows(tsv, self.builder_config.labeled, shards, obtained_urls)

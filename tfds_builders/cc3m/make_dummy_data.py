@@ -1,7 +1,8 @@
 """Writes cc3m manual dirs as users have them: the released TSVs and img2dataset's shards (webdataset tars with
-parquet sidecars, or the files layout), with real JPEG bytes from Pillow. `python -m tfds_builders.cc3m.make_dummy_data`
-rewrites `dummy_data/`, which holds one of every defect the builder must count; tests also call `write_clean`, and
-tests and benchmarks/build_speed.py `write_generated` (any size, defects at fixed rates).
+parquet sidecars, or the files layout), and pixparse's cc3m-wds mirror (`write_wds`), with real JPEG bytes from
+Pillow. `python -m tfds_builders.cc3m.make_dummy_data` rewrites `dummy_data/`, which holds one of every defect the
+builder must count; tests also call `write_clean`, and tests and benchmarks/build_speed.py `write_generated` (any
+size, defects at fixed rates).
 """
 
 from __future__ import annotations
@@ -160,6 +161,40 @@ def write_dummy(root: pathlib.Path) -> None:
             [caps[4], url(4), "lost", "/m/00001", "0.5"],                      # missing_image
             [caps[9], url(9), "two,labels", "/m/1", "0.5,0.6"]]               # malformed: 2 labels, 1 mid
   write_tsv(root / LABELS_TSV, labels)
+  write_wds(root)
+
+
+WDS_TRAIN = ["a dog runs along the beach", "café on a street in city — at night", "a boat on the lake",
+             "a red car parked outside"]
+
+
+def write_wds(root: pathlib.Path) -> None:
+  """pixparse's cc3m-wds mirror beside the rest (for cc3m/wds): `cc3m-SPLIT-NNNN.tar` of KEY.jpg, KEY.txt and
+  KEY.json. Train: four examples (one without its .json: no url), a PNG saved as .jpg (corrupt_image: not_jpeg), an
+  image with an empty caption (no_caption), a member named `../` and a symlink (unsafe_member, never read), and a
+  second tar. Validation: two examples."""
+
+  def sample(tar: tarfile.TarFile, key: str, image: bytes, caption: str, with_json: bool = True) -> None:
+    _add(tar, f"{key}.jpg", image)
+    _add(tar, f"{key}.txt", caption.encode())
+    if with_json:
+      _add(tar, f"{key}.json", json.dumps({"key": key, "url": url(int(key), "mirror"), "status": "success"}).encode())
+
+  with tarfile.open(root / "cc3m-train-0000.tar", "w") as tar:
+    sample(tar, "000000000", jpeg(300), WDS_TRAIN[0])
+    sample(tar, "000000001", jpeg(301, 40, 56), WDS_TRAIN[1])
+    sample(tar, "000000002", png(302), "a png saved as jpg")                   # corrupt_image: not_jpeg
+    sample(tar, "000000003", jpeg(303), "  \n")                                # no_caption
+    _add(tar, "../000000004.jpg", jpeg(304))                                   # unsafe_member
+    link = tarfile.TarInfo("000000005.jpg")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"                  # unsafe_member
+    tar.addfile(link)
+  with tarfile.open(root / "cc3m-train-0001.tar", "w") as tar:
+    sample(tar, "000010000", jpeg(310), WDS_TRAIN[2])
+    sample(tar, "000010001", jpeg(311, mode="L"), WDS_TRAIN[3], with_json=False)  # no url
+  with tarfile.open(root / "cc3m-validation-0000.tar", "w") as tar:
+    sample(tar, "000000000", jpeg(320), "a cat sleeps on a sofa")
+    sample(tar, "000000001", jpeg(321), "two children play football")
 
 
 def write_clean(root: pathlib.Path, num_train: int, num_validation: int, per_shard: int = 16,

@@ -14,10 +14,11 @@ from tfds_builders.img2dataset.features import image_caption_features, image_fea
 from tfds_builders.img2dataset.join import (CC3M_BREAKDOWNS, IMAGE_KEYS, REPORT_KEYS, ROW_KEYS, Event, format_report,
                                             plain_split, row_outcome, row_outcomes, shard_events, split_report)
 from tfds_builders.img2dataset.shards import (IMAGES_DIR, MAX_MEMBER_BYTES, Candidate, Sample, Where, list_shards,
-                                              read_images, shard_candidates, shard_samples, verify_image)
+                                              read_images, shard_candidates, shard_samples, split_shards, verify_image)
 from tfds_builders.img2dataset.tsv import TsvIndex, tsv_index
 
 __all__ = ["CC3M_BREAKDOWNS", "IMAGES_DIR", "IMAGE_KEYS", "MAX_MEMBER_BYTES", "REPORT_KEYS", "ROW_KEYS", "Candidate",
            "Event", "Sample", "TsvIndex", "Where", "beam_split_transform", "format_report", "image_caption_features",
            "image_features", "list_shards", "plain_split", "read_images", "row_outcome", "row_outcomes",
-           "shard_candidates", "shard_events", "shard_samples", "split_report", "tsv_index", "verify_image"]
+           "shard_candidates", "shard_events", "shard_samples", "split_report", "split_shards", "tsv_index",
+           "verify_image"]

@@ -67,6 +67,17 @@ def list_shards(images_dir: str) -> list[str]:
   return shards
 
 
+def split_shards(images_root: str, split: str) -> list[str]:
+  """The shards of a split that may have been downloaded in several goes: `ROOT/SPLIT/` first, then each
+  `ROOT/SPLIT.*/` folder by name (e.g. `train.retry/`, img2dataset's run over the rows the first one missed: the
+  join rule takes a row's good image from whichever folder holds it)."""
+  root = epath.Path(images_root)
+  folders = [root / split]
+  if root.is_dir():
+    folders += sorted(p for p in root.iterdir() if p.name.startswith(f"{split}.") and p.is_dir())
+  return [shard for folder in folders for shard in list_shards(os.fspath(folder))]
+
+
 def _parquet_path(shard: str) -> str:
   return (shard[:-len(".tar")] if shard.endswith(".tar") else shard.rstrip("/")) + ".parquet"
 

@@ -1,0 +1,88 @@
+"""The rows of a caption TSV that a build left without an example, each with its reason, as the TSV img2dataset takes
+(a `caption url reason` header; img2dataset reads the caption and url columns and ignores the reason), so that a
+user downloads only those again (into `images/SPLIT.retry/`, which the next build joins with the first download).
+
+A row is retried when it is the kept row of its url (not a malformed row, not a later duplicate) and its url is not
+among the urls the build obtained (its manifest). Its reason: `corrupt_image: REASON` when the shards hold an image
+for it that is no usable JPEG, else `missing_image: ERROR` with img2dataset's error message from the parquet
+sidecars, else `missing_image` (no shard lists it).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+from etils import epath
+
+from capjax.image import io as image_io
+from tfds_builders.img2dataset.shards import _parquet_path, _read_parquet_rows, shard_samples, verify_image
+from tfds_builders.img2dataset.tsv import _parse_row, tsv_index
+
+def _one_line(text: str) -> str:
+  return " ".join(str(text).split())
+
+
+class _Reasons(dict):
+  """position → reason, each distinct reason held once (img2dataset's few error messages, over a million rows)."""
+
+  def __init__(self):
+    super().__init__()
+    self._texts: dict[str, str] = {}
+
+  def __setitem__(self, position: int, reason: str) -> None:
+    super().__setitem__(position, self._texts.setdefault(reason, reason))
+
+  def setdefault(self, position: int, reason: str) -> str:
+    if position not in self:
+      self[position] = reason
+    return self[position]
+
+
+def _reasons(index, shards: Iterable[str], obtained: np.ndarray) -> dict[int, str]:
+  """position → why the row has no example, for the rows without one that the shards say anything about. Every
+  shard is read once (a tar is a stream); only the images of rows without an example are decoded."""
+  reasons = _Reasons()
+  for shard in shards:
+    rows = _read_parquet_rows(_parquet_path(shard)) or {}
+    for row in rows.values():
+      url = row.get("url")
+      found = index.lookup(url) if isinstance(url, str) else None
+      if found is not None and not obtained[found[0]] and row.get("status") != "success":
+        message = _one_line(row.get("error_message") or row.get("status") or "")
+        reasons.setdefault(found[0], f"missing_image: {message}" if message else "missing_image")
+    counts: collections.Counter = collections.Counter()
+    for sample in shard_samples(shard, counts):
+      url = (sample.meta or {}).get("url") or rows.get(sample.key, {}).get("url")  # as the join finds it
+      found = index.lookup(url) if isinstance(url, str) else None
+      if found is None or obtained[found[0]] or reasons.get(found[0], "").startswith("corrupt_image"):
+        continue
+      if sample.truncated or sample.too_large:
+        reasons[found[0]] = f"corrupt_image: {'truncated' if sample.truncated else 'too_large'}"
+      elif sample.image is not None:
+        try:
+          verify_image(sample.image)
+        except image_io.ImageError as e:
+          reasons[found[0]] = f"corrupt_image: {e.reason}"
+  return reasons
+
+
+def failed_rows(tsv_path: str, labeled: bool, shards: Iterable[str],
+                obtained_urls: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+  """(caption, url, reason) of every row of the TSV that has no example, in the TSV's order."""
+  index = tsv_index(tsv_path, labeled)
+  obtained = np.zeros(len(index), bool)
+  for url in obtained_urls:
+    if (found := index.lookup(url)) is not None:
+      obtained[found[0]] = True
+  reasons = _reasons(index, shards, obtained)
+  offset = 0
+  with epath.Path(tsv_path).open("rb") as f:
+    for line in f:
+      start, offset = offset, offset + len(line)
+      fields = _parse_row(line, labeled)
+      found = index.lookup(fields[1]) if fields is not None else None
+      if found is None or found[1] != start or obtained[found[0]]:
+        continue  # a header, a malformed row, a later row of a url, or a row with its example
+      yield fields[0], fields[1], reasons.get(found[0], "missing_image")
