@@ -110,11 +110,16 @@ def test_settings_parse_and_reject():
   assert builder_lib.config_from_settings(["min_side=300"]).name.startswith("custom_")
 
 
-def build(data_dir: pathlib.Path, items=()) -> tfds.core.DatasetBuilder:
+def build(data_dir: pathlib.Path, items=(), manual: pathlib.Path = DUMMY,
+          beam: bool = False) -> tfds.core.DatasetBuilder:
   config = builder_lib.config_from_settings(list(items))
   builder = builder_lib.Builder(config=config, data_dir=data_dir)
-  builder.download_and_prepare(file_format="array_record",
-                               download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(DUMMY)))
+  options = {}
+  if beam:  # the DirectRunner's defaults: one worker, in memory
+    beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
+    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
+  builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
+      manual_dir=os.fspath(manual), **options))
   return tfds.builder(f"alt_text_captions/{config.name}", data_dir=data_dir)
 
 
@@ -183,9 +188,7 @@ def test_build_cli_set_errors(tmp_path):
 
 
 def raw_records(builder) -> dict[str, dict]:
-  source = tfds.data_source(builder.info.full_name.split("/")[0] + "/" + builder.builder_config.name,
-                            data_dir=builder.data_dir_root, split="train",
-                            decoders={"image": tfds.decode.SkipDecoding()})
+  source = builder.as_data_source(split="train", decoders={"image": tfds.decode.SkipDecoding()})
   return {source[i]["key"].decode(): source[i] for i in range(len(source))}
 
 
@@ -210,6 +213,26 @@ def test_beam_direct_runner_two_workers_matches_plain_path(paper_build, tmp_path
   for key, record in want.items():
     for feature in ("image", "caption", "alt_text", "url", "concepts", "labels", "captions"):
       assert as_list(got[key][feature]) == as_list(record[feature]), (key, feature)
+
+
+def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path):
+  """200 candidates in 4 shards (make_dummy_data.generated_defect), concepts seen 5 times or fewer pruned."""
+  manual = tmp_path / "manual"
+  dummy.write_generated(manual, 200, per_shard=50)
+  plain = build(tmp_path / "plain", ["min_concept_count=5"], manual)
+  beam = build(tmp_path / "beam", ["min_concept_count=5"], manual, beam=True)
+  funnel = {e["stage"]: (e["in"], e["out"], e["reasons"]) for e in plain.info.metadata["funnel"]}
+  assert funnel == {"image": (200, 194, {"download_failed": 4, "too_small": 2}), "text": (194, 192, {"too_short": 2}),
+                    "cross": (192, 192, {}), "hypernym": (192, 190, {"unresolved_entity": 2}),
+                    "concepts": (190, 188, {"rare_concept": 2})}
+  assert plain.info.metadata["shards"] == {"duplicate_image": 2, "shards": 4}
+  assert (beam.info.metadata["funnel"], beam.info.metadata["shards"]) == (plain.info.metadata["funnel"],
+                                                                         plain.info.metadata["shards"])
+  want, got = raw_records(plain), raw_records(beam)
+  assert len(want) == 188 and sorted(got) == sorted(want)
+  for key, record in want.items():
+    assert {f: got[key][f].tolist() if hasattr(got[key][f], "tolist") else got[key][f] for f in record} == {
+        f: v.tolist() if hasattr(v, "tolist") else v for f, v in record.items()}, key
 
 
 def test_a_build_that_keeps_no_candidate_is_one_error_line_with_the_funnel(tmp_path, capsys):

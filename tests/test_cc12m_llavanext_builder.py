@@ -276,6 +276,22 @@ def test_beam_direct_runner_writes_the_same_dataset(manual, built, bad_input, tm
   assert manifests[0] == manifests[1]  # the keys obtained, with their image sha256 (capjax.data.manifest)
 
 
+def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path):
+  """200 rows in 5 tars (make_dummy_data.generated_defect): 4 rows without an image, 2 truncated images, 2 images
+  again in the next tar, 2 images naming another url, 2 rows repeating a key, 2 placeholder captions."""
+  manual = tmp_path / "manual"
+  dummy.write_generated(manual, 200, per_shard=40)
+  plain = _build(manual, tmp_path / "plain")
+  beam = _build(manual, tmp_path / "beam", beam=True)
+  report = plain.info.metadata["build_report"]
+  assert {k: report[k] for k in ("rows", "examples", "flagged", "row_without_image", "corrupt_image", "duplicate_key",
+                                 "image_without_row", "url_mismatch", "duplicate_image", "shards")} == {
+      "rows": 200, "examples": 190, "flagged": 2, "row_without_image": 6, "corrupt_image": 2, "duplicate_key": 2,
+      "image_without_row": 0, "url_mismatch": 2, "duplicate_image": 2, "shards": 5}
+  assert beam.info.metadata["build_report"] == report
+  assert _records(beam) == _records(plain)
+
+
 def test_missing_jsonl_or_tars_name_the_file_and_the_readme(tmp_path):
   manual = tmp_path / "manual"
   dummy.write_clean(manual, 2)

@@ -5,10 +5,13 @@ and the same dataset from `tfds build` on Beam's DirectRunner.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import io
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tarfile
@@ -19,6 +22,7 @@ import tensorflow_datasets as tfds
 
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
+from tfds_builders import progress as progress_lib
 from tfds_builders.cc3m import cc3m_dataset_builder as cc3m
 from tfds_builders.cc3m import make_dummy_data as dummy
 import helpers
@@ -55,10 +59,15 @@ class Cc3mLabeledTest(tfds.testing.DatasetBuilderTestCase):
   SKIP_CHECKSUMS = True
 
 
-def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "unlabeled") -> tfds.core.DatasetBuilder:
+def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "unlabeled",
+           beam: bool = False) -> tfds.core.DatasetBuilder:
+  options = {}
+  if beam:  # the DirectRunner's defaults: one worker, in memory
+    beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
+    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
   builder = tfds.builder(f"cc3m/{config}", data_dir=data_dir)
-  builder.download_and_prepare(file_format="array_record",
-                               download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir)))
+  builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
+      manual_dir=os.fspath(manual_dir), **options))
   return tfds.builder(f"cc3m/{config}", data_dir=data_dir)  # as a reader sees it: info read back from disk
 
 
@@ -92,6 +101,29 @@ def test_build_prints_the_report_table(tmp_path, capsys):
   table = i2d.format_report({"train": TRAIN_REPORT, "validation": VALIDATION_REPORT})
   assert table in out
   assert "  not_jpeg" in table and table.splitlines()[0].split() == ["cc3m", "build", "report", "train", "validation"]
+
+
+def test_progress_lines_say_rows_done_of_the_total_rate_eta_and_failures():
+  now = [0.0]
+  lines: list[str] = []
+  progress = progress_lib.Progress("cc3m train", 1000, every=10, clock=lambda: now[0], log=lines.append)
+  for second in range(1, 26):
+    now[0] = float(second)
+    progress.update(20, failures=int(second % 5 == 0))
+  progress.finish()
+  assert lines == ["cc3m train: 200/1,000 rows (20.0%), 20 rows/s, ETA 0:00:40, 2 failures so far",
+                   "cc3m train: 400/1,000 rows (40.0%), 20 rows/s, ETA 0:00:30, 4 failures so far",
+                   "cc3m train: 500/1,000 rows (50.0%), 20 rows/s, ETA 0:00:25, 5 failures so far"]
+
+
+def test_a_plain_build_logs_its_progress(tmp_path, monkeypatch):
+  """The dummy data's train split: 9 rows have images (6 examples, 3 corrupt); the last line is always logged."""
+  lines: list[str] = []
+  monkeypatch.setattr(progress_lib.logging, "info", lambda fmt, *args: lines.append(fmt % args))
+  _build(DUMMY, tmp_path)
+  train = [line for line in lines if line.startswith("cc3m train: ")]
+  assert train and re.fullmatch(r"cc3m train: 9/9 rows \(100\.0%\), [\d,]+ rows/s, ETA 0:00:00, 3 failures so far",
+                                train[-1]), train
 
 
 def test_examples_are_joined_by_url_and_keep_the_downloaded_bytes(built):
@@ -189,15 +221,10 @@ def _downloaded_twice(manual: pathlib.Path) -> tuple[bytes, bytes]:
 
 def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
   """The join rule: of a row's good images the smallest key wins, whatever order the stream or Beam gives."""
-  beam = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   manual = tmp_path / "manual"
   first_in_stream, smallest_key = _downloaded_twice(manual)
   plain = _build(manual, tmp_path / "plain")
-  builder = tfds.builder("cc3m/unlabeled", data_dir=tmp_path / "beam")
-  options = beam.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
-  builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
-      manual_dir=os.fspath(manual), beam_options=options))
-  on_beam = tfds.builder("cc3m/unlabeled", data_dir=tmp_path / "beam")
+  on_beam = _build(manual, tmp_path / "beam", beam=True)
   assert on_beam.info.metadata["build_report"] == plain.info.metadata["build_report"]
   assert plain.info.metadata["build_report"]["train"]["duplicate_image"] == 1
   for built in (plain, on_beam):
@@ -206,6 +233,54 @@ def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
     assert _text(records[dummy.url(1)]["key"]) == "000000001"
     assert records[dummy.url(1)]["image"] == smallest_key != first_in_stream
   assert _records(on_beam, "train", raw_image=True) == _records(plain, "train", raw_image=True)
+
+
+def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
+  """200 train rows in 5 shards (make_dummy_data.generated_defect): 4 failed downloads, 2 truncated JPEGs, 2 rows
+  with the previous row's url (whose image joins that row again), 2 images downloaded twice; 10 validation rows.
+  Both paths log their progress."""
+  manual = tmp_path / "manual"
+  dummy.write_generated(manual, 200, per_shard=40)
+  lines: list[str] = []
+  monkeypatch.setattr(progress_lib.logging, "info", lambda fmt, *args: lines.append(fmt % args))
+  plain = _build(manual, tmp_path / "plain")
+  # Rows with images: 200 less 2 duplicate urls (their images join the row before) and 4 failed downloads.
+  assert re.fullmatch(r"cc3m train: 194/194 rows \(100\.0%\), [\d,]+ rows/s, ETA 0:00:00, 2 failures so far",
+                      [line for line in lines if line.startswith("cc3m train: ")][-1])
+  on_beam = _build(manual, tmp_path / "beam", beam=True)
+  shards = sorted(line for line in lines if line.startswith("cc3m train: shard "))
+  assert [re.sub(r"[\d,]+ images/s$", "R images/s", line) for line in shards] == [
+      f"cc3m train: shard {n} of 5 read: {images} images checked, {failed} failed, R images/s"
+      for n, images, failed in ((1, 39, 1), (2, 40, 0), (3, 39, 1), (4, 39, 0), (5, 41, 0))]
+  report = plain.info.metadata["build_report"]
+  assert report["train"] == {
+      "tsv_rows": 200, "examples": 192, "missing_image": 4, "corrupt_image": 2, "duplicate_url": 2,
+      "malformed_row": 0, "image_without_row": 0, "duplicate_image": 4, "unsafe_member": 0, "shards": 5,
+      "shard_without_parquet": 0, "truncated_shard": 0, "corrupt_reasons": {"truncated": 2}}
+  assert (report["validation"]["tsv_rows"], report["validation"]["examples"]) == (10, 9)
+  assert on_beam.info.metadata["build_report"] == report
+  for split in ("train", "validation"):
+    assert _records(on_beam, split, raw_image=True) == _records(plain, split, raw_image=True)
+
+
+def test_read_images_reads_chosen_images_again_and_refuses_a_changed_shard(tmp_path):
+  """Beam's second pass: the chosen samples' bytes at their offsets in a tar, or streamed again (offset -1), the
+  same either way; a shard rewritten since is a ValueError, never another image."""
+  manual = tmp_path / "manual"
+  dummy.write_clean(manual, num_train=5, num_validation=1, per_shard=5)
+  shard = os.fspath(manual / "images" / "train" / "00000.tar")
+  samples = list(i2d.shard_samples(shard, collections.Counter()))
+  chosen = [i2d.Where.of(n, samples[n]) for n in (3, 1)]
+  assert all(where.offset > 0 for where in chosen)
+  want = [(samples[n].key, samples[n].image) for n in (1, 3)]
+  assert [(where.key, data) for where, data in i2d.read_images(shard, chosen)] == want
+  streamed = [dataclasses.replace(where, offset=-1) for where in chosen]
+  assert [(where.key, data) for where, data in i2d.read_images(shard, streamed)] == want
+  dummy.write_clean(tmp_path / "other", num_train=5, num_validation=1, per_shard=5, width=48)
+  os.replace(tmp_path / "other" / "images" / "train" / "00000.tar", shard)
+  for where in (chosen, streamed):
+    with pytest.raises(ValueError, match="changed during the build"):
+      list(i2d.read_images(shard, where))
 
 
 def _evil_tar(path: pathlib.Path, secret: pathlib.Path) -> None:

@@ -146,18 +146,14 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
           kept[outcome.key] = outcome
           concept_counts.update(set(outcome.concepts))
     for shard in shards:
-      kept = survivors[shard]
-      if not kept:
-        continue
-      for candidate in i2d.shard_candidates(shard, collections.Counter()):
-        outcome = kept.pop(candidate.key, None)
-        if outcome is None:
-          continue
+      pruned = {}
+      for key, outcome in survivors[shard].items():
         reason = stages_lib.concept_reason(outcome.concepts, concept_counts, settings.min_concept_count)
         if reason is not None:
           report.count("concepts", reason=reason)
-          continue
-        yield outcome.key, stages_lib.example(outcome, candidate.image)
+        else:
+          pruned[key] = outcome
+      yield from stages_lib.shard_examples(shard, pruned)
     report.counts.update(counts)
 
 

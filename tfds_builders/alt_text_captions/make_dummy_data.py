@@ -118,6 +118,46 @@ def write_dummy(root: pathlib.Path) -> None:
       for key, _, caption, _, _ in CANDIDATES if key in LABELS), encoding="utf-8")
 
 
+
+# write_generated's captions: common words, so their concepts pass pruning at any size; one rare one.
+_GENERATED_CAPTIONS = ("A dog runs along the beach.", "Two children play football in the park.",
+                       "A red car is parked on the street.", "A woman walks with a dog in the snow.",
+                       "An old man sits on a bench near the lake.", "A cat sleeps on a sofa in the living room.")
+
+
+def generated_defect(i: int) -> str:
+  """The defect `write_generated` gives candidate i, at fixed rates: failed (2%: download_failed), small (1%:
+  too_small), boilerplate (1%: a text reject), unresolved (1%: a hypernym reject), rare (1%: a concept seen once
+  per 100) and twice (1%: its key again at the shard's end: duplicate_image)."""
+  return {7: "failed", 57: "failed", 13: "small", 21: "boilerplate", 41: "unresolved", 64: "rare",
+          33: "twice"}.get(i % 100, "")
+
+
+def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None) -> None:
+  """A manual dir of `n` candidates with `generated_defect`'s defects, webdataset shards of `per_shard` with
+  parquet sidecars; `image(i)` gives candidate i's JPEG bytes (480x440 by default: they pass the image stage)."""
+  from tfds_builders.cc3m.make_dummy_data import write_parquet  # noqa: PLC0415
+  image = image or jpeg
+  root.mkdir(parents=True, exist_ok=True)
+  shards: list[list[tuple[str, bytes | None, dict]]] = [[] for _ in range(0, n, per_shard)]
+  again: list[list[tuple[str, bytes | None, dict]]] = [[] for _ in shards]
+  for i in range(n):
+    defect, number = generated_defect(i), i // per_shard
+    key = f"{number:05d}{i % per_shard:04d}"
+    caption = {"boilerplate": "click here", "unresolved": "Zxqwv Blorftson attends the party at the club.",
+               "rare": "Harrison Ford attends the premiere of the film."}.get(
+                   defect, _GENERATED_CAPTIONS[i % len(_GENERATED_CAPTIONS)])
+    data = None if defect == "failed" else jpeg(i, 300, 300) if defect == "small" else image(i)
+    entry = (key, data, meta(key, caption, "failed_to_download" if data is None else "success"))
+    shards[number].append(entry)
+    if defect == "twice":
+      again[number].append(entry)
+  for number, samples in enumerate(shards):
+    samples += again[number]  # at the shard's end: apart from the first, so a sample of its own
+    write_tar(root / f"{number:05d}.tar", samples)
+    write_parquet(root / f"{number:05d}.parquet", [m for _, _, m in samples])
+
+
 if __name__ == "__main__":
   write_dummy(HERE / "dummy_data")
   print(f"wrote {HERE / 'dummy_data'}")

@@ -236,6 +236,7 @@ class Item:
   candidate: i2d.Candidate
   text: str = ""  # the normalized, boilerplate-stripped alt-text the text stage annotated
   labels: tuple[str, ...] = ()  # the labeler's labels (cross stage)
+  shard: str = ""  # the shard it was read from (the Beam path reads its image again there)
   annotation: Any = dataclasses.field(default=None, repr=False, compare=False)
 
   def __getstate__(self) -> dict[str, Any]:
@@ -347,6 +348,21 @@ def shard_outcomes(shard: str, stages: Stages, counts: collections.Counter) -> I
   for candidate in i2d.shard_candidates(shard, counts):
     outcome = stages(candidate)
     yield outcome, candidate.image if outcome.stage is None else None
+
+
+def shard_examples(shard: str, kept: Mapping[str, Outcome]) -> Iterator[tuple[str, dict[str, Any]]]:
+  """The examples of one shard's kept outcomes (key → Outcome), in stream order: the shard read again for their
+  images, so that no image bytes wait for concept pruning (both paths' second pass)."""
+  kept = dict(kept)
+  if not kept:
+    return
+  for candidate in i2d.shard_candidates(shard, collections.Counter()):
+    outcome = kept.pop(candidate.key, None)
+    if outcome is None:
+      continue
+    yield outcome.key, example(outcome, candidate.image)
+    if not kept:
+      return
 
 
 def concept_reason(concepts: Iterable[str], counts: Mapping[str, int], min_count: int) -> str | None:

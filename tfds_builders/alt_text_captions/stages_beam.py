@@ -1,6 +1,8 @@
 """The alt_text_captions Beam pipeline: one work item per shard, then one DoFn per stage of stages.py (image, text,
 cross, hypernym, concepts), each tagging its rejects with their reason, and the funnel: one Report summed from
-those tags and the shards' counts.
+those tags and the shards' counts. No image bytes wait for the global concept counts nor cross a shuffle: the
+hypernym stage drops them (its outcome keeps the shard's name), and the kept outcomes, grouped by shard, read
+their images again there (stages.shard_examples, the plain path's second pass).
 
 Imported by package name only (workers unpickle these DoFns by module path; see tfds_builders/img2dataset/), and
 only when Beam runs: this module imports apache_beam at the top.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -54,7 +56,7 @@ class ReadShardFn(beam.DoFn):
     total = 0
     for candidate in i2d.shard_candidates(shard, counts):
       total += 1
-      yield stages_lib.Item(candidate)
+      yield stages_lib.Item(candidate, shard=shard)
     yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts).count(stages_lib.CANDIDATES, total))
 
 
@@ -75,14 +77,14 @@ class StageFn(_StagesDoFn):
 
 
 class HypernymFn(_StagesDoFn):
-  """The repair step: (Outcome, image bytes) of a captioned candidate, or its reject."""
+  """The repair step: (Outcome, shard) of a captioned candidate (its image bytes dropped), or its reject."""
 
   stage = "hypernym"
 
   def process(self, item: stages_lib.Item) -> Iterator[Any]:
     reason, outcome = self._stages.stage(self.stage)(item)
     if reason is None:
-      yield outcome, item.candidate.image
+      yield outcome, item.shard
     else:
       yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, self.stage, reason))
 
@@ -108,23 +110,30 @@ class ConceptCountsFn(beam.CombineFn):
 
 
 class ConceptsFn(beam.DoFn):
-  """d. Concept pruning against the global counts (a side input): the example keyed for TFDS, or its reject."""
+  """d. Concept pruning against the global counts (a side input): (shard, Outcome) of a kept one, or its
+  reject."""
 
   def __init__(self, min_count: int):
     super().__init__()
     self._min_count = min_count
 
-  def process(self, item: tuple[stages_lib.Outcome, bytes], counts: dict[str, int]) -> Iterator[Any]:
-    outcome, image = item
+  def process(self, item: tuple[stages_lib.Outcome, str], counts: dict[str, int]) -> Iterator[Any]:
+    outcome, shard = item
     reason = stages_lib.concept_reason(outcome.concepts, counts, self._min_count)
     if reason is None:
-      yield outcome.key, stages_lib.example(outcome, image)
+      yield shard, outcome
     else:
       yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, "concepts", reason))
 
 
-def outcome_concepts(item: tuple[stages_lib.Outcome, bytes]) -> tuple[str, ...]:
+def outcome_concepts(item: tuple[stages_lib.Outcome, str]) -> tuple[str, ...]:
   return item[0].concepts
+
+
+def shard_examples(item: tuple[str, Iterable[stages_lib.Outcome]]) -> Iterator[tuple[str, dict[str, Any]]]:
+  """(shard, its kept outcomes) → (key, example) of each, the shard read again for their images."""
+  shard, outcomes = item
+  return stages_lib.shard_examples(shard, {outcome.key: outcome for outcome in outcomes})
 
 
 def reject_report(reject: tuple[str, str, str]) -> report_lib.Report:
@@ -139,9 +148,10 @@ def write_report(report: report_lib.Report, data_dir: str) -> None:
 
 
 class StagesPipeline(beam.PTransform):
-  """Shards → Reshuffle → ReadShard → image → text → cross → hypernym → concepts (CountConcepts as a side
-  input) → (key, example); every stage's rejects and the read counts, as Reports, summed by one combine into the
-  build report's part in `data_dir`, the dataset's folder being built (tfds_builders/report.py)."""
+  """Shards → Reshuffle → ReadShard → image → text → cross → hypernym (bytes dropped) → concepts (CountConcepts
+  as a side input) → KeptByShard → ReadKept (the shard read again) → (key, example); every stage's rejects and
+  the read counts, as Reports, summed by one combine into the build report's part in `data_dir`, the dataset's
+  folder being built (tfds_builders/report.py)."""
 
   def __init__(self, shards: list[str], settings: stages_lib.Settings, labels: str, weights: str, data_dir: str):
     super().__init__()
@@ -172,4 +182,6 @@ class StagesPipeline(beam.PTransform):
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine)
          | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
-    return pruned[KEPT]
+    return (pruned[KEPT]
+            | "KeptByShard" >> beam.GroupByKey()
+            | "ReadKept" >> beam.FlatMap(shard_examples))

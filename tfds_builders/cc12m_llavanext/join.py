@@ -293,9 +293,10 @@ def plain_examples(jsonl: str, shards: Iterable[str], folder: str, drop_flagged:
 
 
 def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_flagged: bool,
-                report: report_lib.Report) -> tuple[int, dict[str, Any]] | None:
+                report: report_lib.Report) -> tuple[int, dict[str, Any], Image] | None:
   """The Beam path's join of one key (all its rows and images, grouped), with the plain path's result: the first
-  row is kept; of the images that are the row's, the first good one in (shard, number) order is its example."""
+  row is kept; of the images that are the row's, the first good one in (shard, number) order is its example,
+  returned with that image (light images give an example whose "image" is None: `shard_examples` fills it)."""
   rows = sorted(rows, key=lambda r: r[0])
   images = sorted(images, key=lambda i: i.order)
   counts = report.counts
@@ -318,7 +319,20 @@ def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_f
   if clean_and_count(example, report) and drop_flagged:
     return None
   counts["examples"] += 1
-  return line, example
+  return line, example, good[0]
+
+
+# A winner as the Beam path sends it to its shard's second pass: (where its bytes lie, line, example without image).
+Winner = tuple[i2d.Where, int, dict[str, Any]]
+
+
+def shard_examples(shard: str, winners: Iterable[Winner]) -> Iterator[tuple[int, dict[str, Any]]]:
+  """The examples of one tar's winners (checked, joined and cleaned in the first pass), their bytes read again
+  (`i2d.read_images`: at their offsets in the tar)."""
+  by_number = {where.number: (line, example) for where, line, example in winners}
+  for where, image in i2d.read_images(shard, [where for where, _, _ in winners]):
+    line, example = by_number[where.number]
+    yield line, {**example, "image": image}
 
 
 def format_report(report: Mapping[str, Any]) -> str:

@@ -1,6 +1,9 @@
-"""The cc12m_llavanext Beam pipeline: the jsonl.gz read as one stream of (key, row), each tar one work item of
-(key, image), both grouped by key, and each key joined by join.key_outcome, so that the examples and the report
-are the plain path's. The Reports of every step are summed into the build report's part.
+"""The cc12m_llavanext Beam pipeline, whose shuffles carry no image bytes: the jsonl.gz read as one stream of
+(key, row); each tar one work item of (key, image) with each image checked and its bytes dropped (pass 1); both
+grouped by key, and each key joined by join.key_outcome, so that the examples and the report are the plain path's;
+the winners (their text fields, no bytes) grouped by tar, and their bytes read again there, at their offsets
+(pass 2: i2d.read_images).
+The Reports of every step are summed into the build report's part.
 
 Imported by package name only (workers unpickle these functions by module path; see tfds_builders/img2dataset/),
 and only when Beam runs: this module imports apache_beam at the top.
@@ -9,6 +12,7 @@ and only when Beam runs: this module imports apache_beam at the top.
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -31,18 +35,18 @@ class ReadRowsFn(beam.DoFn):
 
 
 class ReadShardFn(beam.DoFn):
-  """One tar → (key, image) of its images, each checked; its counts (shards, unsafe_member, truncated_shard)
-  tagged."""
+  """One tar → (key, light image) of its images, each checked, no bytes kept; its counts (shards, unsafe_member,
+  truncated_shard) tagged."""
 
   def process(self, shard: str) -> Iterator[Any]:
     counts: collections.Counter = collections.Counter()
-    for image in join.shard_images(shard, counts):
+    for image in join.shard_images(shard, counts, light=True):
       yield image.key, image
     yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts))
 
 
 class JoinFn(beam.DoFn):
-  """(key, {rows, images}) → (line, example) when the key makes one; the counts of every key tagged."""
+  """(key, {rows, images}) → (tar name, Winner) when the key makes an example; the counts of every key tagged."""
 
   def __init__(self, drop_flagged: bool):
     super().__init__()
@@ -53,8 +57,15 @@ class JoinFn(beam.DoFn):
     report = report_lib.Report()
     result = join.key_outcome(grouped["rows"], grouped["images"], self._drop_flagged, report)
     if result is not None:
-      yield result
+      line, example, image = result
+      yield image.order[0], (image.where, line, example)
     yield beam.pvalue.TaggedOutput(COUNTS, report)
+
+
+def shard_examples(item: tuple[str, Iterable[join.Winner]], shards: dict[str, str]) -> Iterator[Any]:
+  """(tar name, its winners) → (line, example) of each, the tar read again for their bytes."""
+  name, winners = item
+  return join.shard_examples(shards[name], winners)
 
 
 def write_report(report: report_lib.Report, data_dir: str) -> None:
@@ -84,4 +95,7 @@ class JoinPipeline(beam.PTransform):
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine)
          | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
-    return joined[MAIN]
+    by_name = {os.path.basename(shard): shard for shard in self._shards}
+    return (joined[MAIN]
+            | "WinnersByShard" >> beam.GroupByKey()
+            | "ReadWinners" >> beam.FlatMap(shard_examples, shards=by_name))

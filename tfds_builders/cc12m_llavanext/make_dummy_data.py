@@ -131,6 +131,42 @@ def write_clean(root: pathlib.Path, n: int, per_shard: int = 16) -> None:
                                           for i, r in enumerate(rows[start:start + per_shard], start)])
 
 
+
+def generated_defect(i: int) -> str:
+  """The defect `write_generated` gives row i, at fixed rates: no_image (2%), truncated (1%: corrupt_image), twice
+  (1%: its image again in the next tar: duplicate_image), other_url (1%: its image's .json names another url:
+  url_mismatch), duplicate_key (1%: the previous row's key again) and placeholder (1%: a flagged caption)."""
+  return {7: "no_image", 57: "no_image", 13: "truncated", 33: "twice", 41: "other_url", 71: "duplicate_key",
+          88: "placeholder"}.get(i % 100, "")
+
+
+def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None) -> None:
+  """A manual dir of `n` rows with `generated_defect`'s defects, in tars of `per_shard`; `image(i)` gives row i's
+  JPEG bytes (64x48 by default)."""
+  image = image or (lambda i: jpeg(i, 64, 48))
+  root.mkdir(parents=True, exist_ok=True)
+  rows = clean_rows(n)
+  tars: list[list[tuple[str, bytes, str, str]]] = [[] for _ in range(0, n, per_shard)]
+  for i, r in enumerate(rows):
+    defect, number = generated_defect(i), i // per_shard
+    if defect == "placeholder":
+      r["caption_llava_short"] = "An image"
+    if defect == "duplicate_key":
+      r.update(key=rows[i - 1]["key"], url=rows[i - 1]["url"])
+      continue
+    if defect == "no_image":
+      continue
+    data = image(i)
+    data = data[:len(data) // 2] if defect == "truncated" else data
+    image_url = "https://images.example.com/another/photo.jpg" if defect == "other_url" else r["url"]
+    tars[number].append((r["key"], data, image_url, r["caption"]))
+    if defect == "twice":
+      tars[min(number + 1, len(tars) - 1)].append((r["key"], image(i + 1), r["url"], r["caption"]))
+  write_rows(root / JSONL, rows)
+  for number, samples in enumerate(tars):
+    write_tar(root / shard_name(number), samples)
+
+
 if __name__ == "__main__":
   write_dummy(HERE / "dummy_data")
   print(f"wrote {HERE / 'dummy_data'}: {sorted(p.name for p in (HERE / 'dummy_data').iterdir())}")

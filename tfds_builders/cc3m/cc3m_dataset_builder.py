@@ -171,7 +171,8 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     Beam, else a generator. Either writes the split's part of the build report into the dataset's folder once its
     last example is out (report.py)."""
     if self.uses_beam():
-      return i2d.beam_split_transform(shards, tsv, self.builder_config.labeled, os.fspath(self.data_dir), split)
+      return i2d.beam_split_transform(shards, tsv, self.builder_config.labeled, os.fspath(self.data_dir), split,
+                                      name=f"cc3m {split}")
     return self._plain_examples(split, tsv, shards, images)
 
   def _plain_examples(self, split: str, tsv: str, shards: list[str],
@@ -179,7 +180,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     labeled = self.builder_config.labeled
     index = i2d.tsv_index(tsv, labeled)
     counts = report.Report()
-    yield from at_least_one(i2d.plain_split(shards, tsv, labeled, counts),
+    yield from at_least_one(i2d.plain_split(shards, tsv, labeled, counts, name=f"cc3m {split}"),
                             lambda: f"{tsv} ({len(index):,} rows) and the images in {images} gave "
                                     f"{i2d.split_report(counts, index)}")
     report.write_part(self.data_dir, split, i2d.split_report(counts, index))

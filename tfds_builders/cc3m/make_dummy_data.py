@@ -1,7 +1,8 @@
 """Writes cc3m manual dirs as users have them: the released TSVs and img2dataset's shards (webdataset tars with
 parquet sidecars, or the files layout), and pixparse's cc3m-wds mirror (`write_wds`), with real JPEG bytes from
 Pillow. `python -m tfds_builders.cc3m.make_dummy_data` rewrites `dummy_data/`, which holds one of every defect the
-builder must count; tests also call `write_clean`.
+builder must count; tests also call `write_clean`, and tests and benchmarks/build_speed.py `write_generated` (any
+size, defects at fixed rates).
 """
 
 from __future__ import annotations
@@ -212,6 +213,47 @@ def write_clean(root: pathlib.Path, num_train: int, num_validation: int, per_sha
                  for i in range(start, min(start + per_shard, n))]
       write_tar(folder / f"{number:05d}.tar", samples)
       write_parquet(folder / f"{number:05d}.parquet", [s[2] for s in samples])
+
+
+
+def generated_defect(i: int) -> str:
+  """The defect `write_generated` gives row i, at fixed rates: failed (2%: never downloaded), truncated (1%:
+  corrupt_image), duplicate_url (1%: the previous row's url, whose image it downloads again: duplicate_image) and
+  twice (1%: downloaded again under a larger key in the next shard: duplicate_image); "" for a good row."""
+  return {7: "failed", 57: "failed", 13: "truncated", 21: "duplicate_url", 33: "twice"}.get(i % 100, "")
+
+
+def _generated_split(root: pathlib.Path, split: str, n: int, per_shard: int, image) -> None:
+  rows = [[f"a photo number {i} of a scene in the {split}", url(i - (generated_defect(i) == "duplicate_url"), split)]
+          for i in range(n)]
+  write_tsv(root / (TRAIN_TSV if split == "train" else VALIDATION_TSV), rows)
+  shards: list[list[tuple[str, bytes | None, dict]]] = [[] for _ in range(0, n, per_shard)]
+  for i, (caption, row_url) in enumerate(rows):
+    number, defect = i // per_shard, generated_defect(i)
+    key = f"{number:05d}{i % per_shard:04d}"
+    data = None if defect == "failed" else image(i)
+    if defect == "truncated":
+      data = data[:len(data) // 2]
+    shards[number].append((key, data, _meta(key, row_url, caption, "failed_to_download" if data is None else
+                                            "success")))
+    if defect == "twice":
+      again = min(number + 1, len(shards) - 1)
+      key = f"{again:05d}9{i % 1000:03d}"
+      shards[again].append((key, image(i + 1), _meta(key, row_url, caption)))
+  folder = root / "images" / split
+  folder.mkdir(parents=True)
+  for number, samples in enumerate(shards):
+    write_tar(folder / f"{number:05d}.tar", samples)
+    write_parquet(folder / f"{number:05d}.parquet", [s[2] for s in samples])
+
+
+def write_generated(root: pathlib.Path, num_train: int, per_shard: int = 16, image=None) -> None:
+  """A manual dir of `num_train` train rows (validation: a twentieth, at least 2) with `generated_defect`'s
+  failures, duplicate urls and images downloaded twice; `image(i)` gives row i's JPEG bytes (64x48 by default)."""
+  image = image or (lambda i: jpeg(i, 64, 48))
+  root.mkdir(parents=True, exist_ok=True)
+  _generated_split(root, "train", num_train, per_shard, image)
+  _generated_split(root, "validation", max(2, num_train // 20), per_shard, lambda i: image(i + 10**6))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The url join of img2dataset's images to a caption TSV's rows, with every row and image accounted for: the events
-of a shard, the one join rule (`row_outcome`), the plain path of a split and the build report's counts."""
+of a shard (whole, or light: no image bytes), the one join rule (`row_outcome`), the plain path of a split, a
+shard's winners read back as examples (the Beam path's second pass) and the build report's counts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import numpy as np
 
 from capjax.image import io as image_io
 from tfds_builders import report as report_lib
-from tfds_builders.img2dataset.shards import Sample, _parquet_path, _read_parquet, shard_samples, verify_image
+from tfds_builders.progress import Progress
+from tfds_builders.img2dataset.shards import (Where, _parquet_path, _read_parquet, read_images, shard_samples,
+                                              verify_image)
 from tfds_builders.img2dataset.tsv import TsvIndex, tsv_index
 
 # Row reasons add up: tsv_rows = examples + missing_image + corrupt_image + duplicate_url + malformed_row.
@@ -26,7 +29,8 @@ REPORT_KEYS = ROW_KEYS + IMAGE_KEYS
 @dataclasses.dataclass(frozen=True)
 class Event:
   """What one image or shard contributed: an example for a row, a bad image for a row, or (kind "counts") a
-  shard's image-side counts (IMAGE_KEYS) as one Report."""
+  shard's image-side counts (IMAGE_KEYS) as one Report. A light event (`shard_events(light=True)`) is an example
+  without its fields: the image was checked, its size kept, its bytes dropped."""
   kind: str                   # "example" | "bad" | "counts"
   row: int = -1               # the row id (the example key)
   position: int = -1          # the row's position in the TsvIndex
@@ -35,13 +39,18 @@ class Event:
   example: dict[str, Any] | None = None
   order: tuple[int, int] = (0, 0)  # (shard number, sample number): breaks ties of equal keys the same way anywhere
   counts: report_lib.Report | None = None
+  width: int = 0              # of a good image (kind "example")
+  height: int = 0
+  where: Where | None = None  # of a light event's image: where its bytes lie, for the second read
 
 
 def shard_events(shard: str, tsv_path: str, labeled: bool, number: int = 0,
-                 with_images: bool = True) -> Iterator[Event]:
+                 with_images: bool = True, light: bool = False) -> Iterator[Event]:
   """Every event of one shard (`number` in the split's sorted list): joins each image to its TSV row by the url
   in its .json (or its parquet row), then one "counts" event with the shard's image-side counts. Without
-  `with_images` no image is read nor checked: each row event is a "bad" one, for counting a row's images."""
+  `with_images` no image is read nor checked: each row event is a "bad" one, for counting a row's images. With
+  `light` each image is checked, but a good one's event holds no example (no bytes), only its size: what the Beam
+  path groups by row; `shard_examples` reads the winners back."""
   index = tsv_index(tsv_path, labeled)
   counts: collections.Counter = collections.Counter(shards=1)
   parquet_urls = _read_parquet(_parquet_path(shard))
@@ -69,21 +78,25 @@ def shard_events(shard: str, tsv_path: str, labeled: bool, number: int = 0,
     except image_io.ImageError as e:
       yield Event("bad", row, position, sample.key, e.reason, order=order)
       continue
-    yield Event("example", row, position, sample.key, example=_example(fields, url, sample, header, labeled),
-                order=order)
+    if light:
+      yield Event("example", row, position, sample.key, order=order, width=header.width, height=header.height,
+                  where=Where.of(sample_number, sample))
+      continue
+    yield Event("example", row, position, sample.key, order=order, width=header.width, height=header.height,
+                example=_example(fields, url, sample.image, sample.key, header.width, header.height, labeled))
   yield Event("counts", counts=report_lib.Report(collections.Counter(counts)))
 
 
-def _example(fields: tuple[str, ...], url: str, sample: Sample, header: image_io.Header,
+def _example(fields: tuple[str, ...], url: str, image: bytes, key: str, width: int, height: int,
              labeled: bool) -> dict[str, Any]:
   example = {
-      "image": sample.image,  # the bytes as downloaded: Image(encoding_format="jpeg") stores them unchanged
+      "image": image,  # the bytes as downloaded: Image(encoding_format="jpeg") stores them unchanged
       "caption": fields[0],
       "captions": [fields[0]],  # the trainer's references field (one per image in CC3M)
       "url": url,
-      "key": sample.key,
-      "width": header.width,
-      "height": header.height,
+      "key": key,
+      "width": width,
+      "height": height,
   }
   if labeled:
     example["labels"] = fields[2].split(",")
@@ -129,34 +142,38 @@ def format_report(reports: Mapping[str, Mapping[str, Any]], title: str = "cc3m b
 
 
 def _rule_order(event: Event) -> tuple:
-  image = event.example["image"] if event.example is not None else b""
-  return event.kind != "example", event.key, event.order, event.reason, image
+  # (shard, sample) is unique within a split: the order is total without looking at the images' bytes.
+  return event.kind != "example", event.key, event.order
 
 
-def row_outcome(events: Iterable[Event]) -> tuple[tuple[int, dict[str, Any]] | None, report_lib.Report]:
+def row_outcome(events: Iterable[Event]) -> tuple[Event | None, report_lib.Report]:
   """The one join rule, for one row and all of its images (both paths call it): the good image with the smallest
-  key is its example (equal keys: the first in (shard, sample) order); its other images count as
-  duplicate_image; a row with only bad images is corrupt_image, under the reason of its smallest key's image.
-  Deterministic: it does not depend on the order images arrive in, which Beam does not keep."""
+  key is its example (equal keys: the first in (shard, sample) order), returned as its event (whole on the plain
+  path, light on Beam's); its other images count as duplicate_image; a row with only bad images is corrupt_image,
+  under the reason of its smallest key's image. Deterministic: it does not depend on the order images arrive in,
+  which Beam does not keep."""
   events = sorted(events, key=_rule_order)
   first = events[0]
   counts = report_lib.Report().count("duplicate_image", len(events) - 1)
   if first.kind == "example":
-    return (first.row, first.example), counts.count("examples")
+    return first, counts.count("examples")
   return None, counts.count("corrupt_image", reason=first.reason)
 
 
-def plain_split(shards: list[str], tsv_path: str, labeled: bool,
-                counts: report_lib.Report) -> Iterator[tuple[int, dict[str, Any]]]:
+def plain_split(shards: list[str], tsv_path: str, labeled: bool, counts: report_lib.Report,
+                name: str = "", every: float = 30.0) -> Iterator[tuple[int, dict[str, Any]]]:
   """The plain path of one split: examples under the join rule, every count added to `counts`. A first pass
   counts each row's images without reading them (tar members are skipped in the stream); then a row with one
-  image is decided as its image comes, and a row with more is held only until its last image has come."""
+  image is decided as its image comes, and a row with more is held only until its last image has come. With a
+  `name`, progress is logged at most every `every` seconds: rows decided of the rows the first pass found images
+  for, rows/s, ETA, and rows that made no example so far."""
   index = tsv_index(tsv_path, labeled)
   expected = np.zeros(len(index), np.uint32)
   for number, shard in enumerate(shards):
     for event in shard_events(shard, tsv_path, labeled, number, with_images=False):
       if event.kind != "counts":
         expected[event.position] += 1
+  progress = Progress(name, int(np.count_nonzero(expected)), every) if name else None
   waiting: dict[int, list[Event]] = {}
   decided = np.zeros(len(index), bool)
   for number, shard in enumerate(shards):
@@ -173,15 +190,44 @@ def plain_split(shards: list[str], tsv_path: str, labeled: bool,
         continue
       del waiting[event.position]
       decided[event.position] = True
-      example, row_counts = row_outcome(held)
+      winner, row_counts = row_outcome(held)
       counts.merge(row_counts)
-      if example is not None:
-        yield example
+      if progress:
+        progress.update(1, int(winner is None))
+      if winner is not None:
+        yield winner.row, winner.example
   for held in waiting.values():  # a shard that changed between the passes: its rows are decided at the end
-    example, row_counts = row_outcome(held)
+    winner, row_counts = row_outcome(held)
     counts.merge(row_counts)
-    if example is not None:
-      yield example
+    if progress:
+      progress.update(1, int(winner is None))
+    if winner is not None:
+      yield winner.row, winner.example
+  if progress:
+    progress.finish()
+
+
+# A winner as the Beam path sends it to its shard's second pass: (TSV position, width, height, where its bytes lie).
+Winner = tuple[int, int, int, Where]
+
+
+def winner_of(event: Event) -> tuple[int, Winner]:
+  """(shard number, Winner) of a light event that won its row: a few numbers and the key, no bytes."""
+  return event.order[0], (event.position, event.width, event.height, event.where)
+
+
+def shard_examples(shard: str, tsv_path: str, labeled: bool,
+                   winners: Iterable[Winner]) -> Iterator[tuple[int, dict[str, Any]]]:
+  """The examples of one shard's winners (already checked in the first pass): their bytes read again
+  (`read_images`: at their offsets in a tar), their captions read back from the TSV."""
+  by_number = {winner[3].number: winner for winner in winners}
+  index = tsv_index(tsv_path, labeled)
+  for where, image in read_images(shard, [winner[3] for winner in by_number.values()]):
+    position, width, height, _ = by_number[where.number]
+    row, fields = index.row_at(position)
+    if fields is None:
+      raise ValueError(f"{tsv_path} changed during the build: its row at {row} no longer parses")
+    yield row, _example(fields, fields[1], image, where.key, width, height, labeled)
 
 
 _UNSEEN, _OK, _BAD = 0, 1, 2

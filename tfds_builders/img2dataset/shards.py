@@ -1,6 +1,7 @@
 """img2dataset's shards read as streams: webdataset tars or the files layout, with their parquet sidecars; links,
 names that could escape and members over MAX_MEMBER_BYTES are never read. `shard_samples` gives a shard's images,
-`shard_candidates` every row img2dataset was given (for captions that travel with the shards)."""
+`shard_candidates` every row img2dataset was given (for captions that travel with the shards); `Where` and
+`read_images`, a second read of chosen samples' image bytes (the Beam paths' second pass)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 import os
 import pathlib
 import tarfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from etils import epath
@@ -33,6 +35,7 @@ class Sample:
   truncated: bool = False
   text: bytes | None = None  # KEY.txt, read only when asked (`with_text`): the caption img2dataset saw
   too_large: bool = False  # the image member is over MAX_MEMBER_BYTES: not read
+  offset: int = -1  # where the image member's bytes start in an uncompressed tar; -1 otherwise
 
   def add(self, extension: str, data: bytes) -> None:
     """A member's bytes, by its extension: KEY.json (parsed), KEY.txt, or the image."""
@@ -106,6 +109,7 @@ def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False
   current: Sample | None = None
   try:
     with epath.Path(path).open("rb") as f, tarfile.open(fileobj=f, mode="r|*") as tar:
+      plain_tar = getattr(tar.fileobj, "comptype", "") == "tar"  # offsets in a compressed one are not the file's
       for member in tar:
         parsed = _member_key(member.name)
         if not member.isfile() or parsed is None:
@@ -130,6 +134,8 @@ def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False
           current.truncated = True
           raise
         current.add(extension, data)
+        if extension in _IMAGE_EXTENSIONS and plain_tar:
+          current.offset = member.offset_data
   except (tarfile.ReadError, EOFError, OSError, tarfile.StreamError):
     counts["truncated_shard"] += 1
   if current is not None:
@@ -171,6 +177,52 @@ def shard_samples(shard: str, counts: collections.Counter, with_text: bool = Fal
   if shard.endswith(".tar"):
     return _tar_samples(shard, counts, with_text, with_images)
   return _file_samples(shard, counts, with_text, with_images)
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+  """Where a checked sample's image bytes lie, for a second read (`read_images`): its number in the shard's
+  stream, its key, the offset of its bytes in an uncompressed tar (-1: stream the shard again), their length and
+  CRC-32 (so that a shard changed since is an error, never another image)."""
+  number: int
+  key: str
+  offset: int
+  size: int
+  crc: int
+
+  @classmethod
+  def of(cls, number: int, sample: Sample) -> Where:
+    return cls(number, sample.key, sample.offset, len(sample.image), zlib.crc32(sample.image))
+
+
+def read_images(shard: str, wanted: Iterable[Where]) -> Iterator[tuple[Where, bytes]]:
+  """The image bytes of `wanted` samples of one shard, in stream order: read at their offsets in a tar (a seek and
+  a read each, no member headers parsed), else by streaming the shard again. Raises ValueError when the shard
+  changed since `wanted` was taken (a key, length or CRC-32 differs, or a sample is gone)."""
+  wanted = sorted(wanted, key=lambda w: w.number)
+  if wanted and all(w.offset >= 0 for w in wanted):
+    with epath.Path(shard).open("rb") as f:
+      for where in wanted:
+        f.seek(where.offset)
+        yield where, _checked(shard, where, f.read(where.size))
+    return
+  by_number = {w.number: w for w in wanted}
+  for number, sample in enumerate(shard_samples(shard, collections.Counter())):
+    where = by_number.pop(number, None)
+    if where is not None:
+      if sample.key != where.key:
+        raise ValueError(f"{shard} changed during the build: sample {number} is {sample.key}, not {where.key}")
+      yield where, _checked(shard, where, sample.image or b"")
+    if not by_number:
+      return
+  if by_number:
+    raise ValueError(f"{shard} changed during the build: {len(by_number)} of its images are gone")
+
+
+def _checked(shard: str, where: Where, data: bytes) -> bytes:
+  if len(data) != where.size or zlib.crc32(data) != where.crc:
+    raise ValueError(f"{shard} changed during the build: the image of {where.key} is not the one checked")
+  return data
 
 
 def verify_image(data: bytes) -> image_io.Header:

@@ -95,16 +95,20 @@ class TsvIndex:
     i = int(np.searchsorted(self._hashes, np.uint64(target)))
     if i == len(self._hashes) or int(self._hashes[i]) != target:
       return None
-    offset, length = int(self._offsets[i]), int(self._lengths[i])
+    offset, fields = self.row_at(i)
+    if fields is None or fields[1] != url:
+      return None
+    return i, offset, fields
+
+  def row_at(self, position: int) -> tuple[int, tuple[str, ...] | None]:
+    """(row id, fields) of the row at `position` (as `lookup` gave it); fields None if the file changed."""
+    offset, length = int(self._offsets[position]), int(self._lengths[position])
     if self._map is not None:
       line = self._map[offset:offset + length]
     else:
       self._file.seek(offset)
       line = self._file.read(length)
-    fields = _parse_row(line, self.labeled)
-    if fields is None or fields[1] != url:
-      return None
-    return i, offset, fields
+    return offset, _parse_row(line, self.labeled)
 
 
 @functools.lru_cache(maxsize=4)

@@ -21,7 +21,7 @@ import tensorflow_datasets as tfds
 
 from capjax.image import io as image_io
 from tfds_builders import report as report_lib
-from tfds_builders.img2dataset.shards import list_shards, shard_samples, verify_image
+from tfds_builders.img2dataset.shards import Where, list_shards, shard_samples, verify_image
 
 # A mirror's counts: samples = examples + corrupt_image + no_caption; then what was never read, and the shards.
 MIRROR_KEYS = ("samples", "examples", "corrupt_image", "no_caption", "unsafe_member", "shards", "truncated_shard")
@@ -47,11 +47,14 @@ class Image:
   height: int = 0
   reason: str = ""  # truncated, too_large, not_jpeg, undecodable, too_many_pixels, mode_cmyk; "" when good
   text: bytes | None = None  # KEY.txt, read only when asked (`with_text`)
+  where: Where | None = None  # of a light image: where its bytes lie in the tar, for a second read (`read_images`)
 
 
-def shard_images(shard: str, counts: collections.Counter, with_text: bool = False) -> Iterator[Image]:
+def shard_images(shard: str, counts: collections.Counter, with_text: bool = False,
+                 light: bool = False) -> Iterator[Image]:
   """Every image of one tar, read as a stream (never extracted, links never followed, members over
-  MAX_MEMBER_BYTES never read), each decoded whole once to check it; shard-side counts into `counts`."""
+  MAX_MEMBER_BYTES never read), each decoded whole once to check it; shard-side counts into `counts`. With `light`
+  a good image keeps its size and where its bytes lie, not the bytes (a Beam path's first pass)."""
   counts["shards"] += 1
   name = os.path.basename(shard)
   for number, sample in enumerate(shard_samples(shard, counts, with_text=with_text)):
@@ -68,7 +71,11 @@ def shard_images(shard: str, counts: collections.Counter, with_text: bool = Fals
     except image_io.ImageError as e:
       yield Image(sample.key, url, (name, number), reason=e.reason, text=sample.text)
       continue
-    yield Image(sample.key, url, (name, number), sample.image, header.width, header.height, text=sample.text)
+    if light:
+      yield Image(sample.key, url, (name, number), None, header.width, header.height, text=sample.text,
+                  where=Where.of(number, sample))
+    else:
+      yield Image(sample.key, url, (name, number), sample.image, header.width, header.height, text=sample.text)
 
 
 def _caption(text: bytes | None) -> str:
