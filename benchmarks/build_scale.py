@@ -4,9 +4,11 @@ build in a process of its own, so that its CPU seconds and peak RSS are that bui
 `python benchmarks/build_scale.py [--sizes=10000,100000,1000000] [--builds=cc3m,cc3m_beam,alt_text,cc12m,text]`
 
 Prints, per build and size: rows, the generator's seconds, the build's wall and CPU seconds (user + system, start-up
-included), rows/s per core (rows / CPU seconds), CPU µs per row and peak RSS (the largest process; Beam's workers are
-processes of their own); then the projections to CC3M (3.3M rows), CC12M (12M) and the paper's 5 billion
-candidates from each build's marginal cost (the CPU seconds between its two largest sizes), and one JSON line.
+included), rows/s per core (rows / CPU seconds), CPU µs per row, peak RSS (the largest process; Beam's workers are
+processes of their own), examples and the built dataset's size (TFDS's writer holds up to 1000 MiB of serialized
+examples in memory before it spills them to disk: RSS grows with it until then); then the projections to CC3M
+(3.3M rows), CC12M (12M) and the paper's 5 billion candidates from each build's marginal cost (the CPU seconds between
+its two largest sizes), and one JSON line.
 """
 
 from __future__ import annotations
@@ -136,12 +138,12 @@ def examples_of(build: str, out: pathlib.Path) -> int:
 
 def table(results: list[dict]) -> str:
   header = (f"{'build':<11}{'rows':>11}{'gen s':>8}{'wall s':>9}{'CPU s':>9}{'rows/s/core':>13}{'CPU µs/row':>12}"
-            f"{'peak RSS MiB':>14}{'examples':>11}")
+            f"{'peak RSS MiB':>14}{'examples':>11}{'output MiB':>12}")
   lines = [header]
   for r in results:
     lines.append(f"{r['build']:<11}{r['rows']:>11,}{r['gen_s']:>8.0f}{r['wall_s']:>9.1f}{r['cpu_s']:>9.1f}"
                  f"{r['rows'] / r['cpu_s']:>13,.0f}{r['cpu_s'] / r['rows'] * 1e6:>12.0f}{r['peak_rss_mib']:>14.0f}"
-                 f"{r['examples']:>11,}")
+                 f"{r['examples']:>11,}{r['output_mib']:>12,.0f}")
   return "\n".join(lines)
 
 
@@ -189,7 +191,8 @@ def main(argv) -> None:
         shutil.rmtree(out, ignore_errors=True)
         measured = run_build(build, path, out)
         result = {"build": build, "rows": n, "gen_s": gen_s, **{k: v for k, v in measured.items() if k != "output"},
-                  "examples": examples_of(build, out)}
+                  "examples": examples_of(build, out),
+                  "output_mib": sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 2**20}
         results.append(result)
         print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()}), flush=True)
         shutil.rmtree(out, ignore_errors=True)
