@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -131,30 +132,41 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   def _stage_examples(self, shards: list[str], labels: str, weights: str,
                       report: report_lib.Report) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Two passes: stages a-c per shard while counting concepts (survivors kept as small records, no images),
-    then pruning, with each shard read again for the survivors' images."""
+    """Two passes: stages a-c per shard while counting concepts, each shard's survivors (small records, no images)
+    written to a temporary file; then pruning, with each shard read again for its survivors' images. Memory holds
+    one shard's survivors, not the build's (a few percent of 5 billion candidates at the paper's scale)."""
     settings = self.builder_config.settings
     stages = stages_lib.Stages(settings, labels, weights)
     counts: collections.Counter = collections.Counter()
-    survivors: dict[str, dict[str, stages_lib.Outcome]] = {}
     concept_counts: collections.Counter = collections.Counter()
-    for shard in shards:
-      kept = survivors.setdefault(shard, {})
-      for outcome, _ in stages_lib.shard_outcomes(shard, stages, counts):
-        stages_lib.count_outcome(report, outcome.stage, outcome.reason)
-        if outcome.stage is None:
-          kept[outcome.key] = outcome
-          concept_counts.update(set(outcome.concepts))
-    for shard in shards:
-      pruned = {}
-      for key, outcome in survivors[shard].items():
-        reason = stages_lib.concept_reason(outcome.concepts, concept_counts, settings.min_concept_count)
-        if reason is not None:
-          report.count("concepts", reason=reason)
-        else:
-          pruned[key] = outcome
-      yield from stages_lib.shard_examples(shard, pruned)
+    with tempfile.TemporaryDirectory(prefix="alt_text_survivors_") as folder:
+      survivors = [os.path.join(folder, f"{number:05d}.jsonl") for number in range(len(shards))]
+      for shard, path in zip(shards, survivors):
+        with open(path, "w", encoding="utf-8") as f:
+          for outcome, _ in stages_lib.shard_outcomes(shard, stages, counts):
+            stages_lib.count_outcome(report, outcome.stage, outcome.reason)
+            if outcome.stage is None:
+              f.write(json.dumps(dataclasses.astuple(outcome)) + "\n")
+              concept_counts.update(set(outcome.concepts))
+      for shard, path in zip(shards, survivors):
+        pruned = {}
+        for outcome in _read_outcomes(path):
+          reason = stages_lib.concept_reason(outcome.concepts, concept_counts, settings.min_concept_count)
+          if reason is not None:
+            report.count("concepts", reason=reason)
+          else:
+            pruned[outcome.key] = outcome
+        yield from stages_lib.shard_examples(shard, pruned)
     report.counts.update(counts)
+
+
+def _read_outcomes(path: str) -> Iterator[stages_lib.Outcome]:
+  """The survivors `_stage_examples` wrote to one file (this build's own temporary file, one JSON array of an
+  Outcome's fields a line), in order."""
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      key, stage, reason, caption, alt_text, url, concepts, labels = json.loads(line)
+      yield stages_lib.Outcome(key, stage, reason, caption, alt_text, url, tuple(concepts), tuple(labels))
 
 
 def _beam_transform(shards: list[str], settings: stages_lib.Settings, labels: str, weights: str, data_dir: str):
