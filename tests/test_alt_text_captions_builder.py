@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ import tensorflow_datasets as tfds
 
 from capjax.image import filters as image_filters
 from tfds_builders import img2dataset as i2d
+from tfds_builders import progress as progress_lib
 from tfds_builders.alt_text_captions import alt_text_captions_dataset_builder as builder_lib
 from tfds_builders.alt_text_captions import make_dummy_data as dummy
 from tfds_builders.alt_text_captions import stages as stages_lib
@@ -215,12 +217,29 @@ def test_beam_direct_runner_two_workers_matches_plain_path(paper_build, tmp_path
       assert as_list(got[key][feature]) == as_list(record[feature]), (key, feature)
 
 
-def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path):
-  """200 candidates in 4 shards (make_dummy_data.generated_defect), concepts seen 5 times or fewer pruned."""
+def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
+  """200 candidates in 4 shards (make_dummy_data.generated_defect), concepts seen 5 times or fewer pruned. Both
+  paths log their progress."""
   manual = tmp_path / "manual"
   dummy.write_generated(manual, 200, per_shard=50)
+  lines: list[str] = []
+
+  def info(fmt: str, *args) -> None:
+    line = re.sub(r"[\d,.]+ (shards|candidates|examples)/s", r"R \1/s", fmt % args)
+    if line.startswith("alt_text_captions train"):
+      lines.append(line)
+  monkeypatch.setattr(progress_lib.logging, "info", info)
   plain = build(tmp_path / "plain", ["min_concept_count=5"], manual)
+  # Shards done of the shards; 10 candidates dropped by stages a-c and the hypernym repair, 2 by concept pruning.
+  assert lines == [
+      "alt_text_captions train stages a-c: 4/4 shards (100.0%), R shards/s, 200 candidates at R candidates/s, "
+      "ETA 0:00:00, 10 candidates dropped so far",
+      "alt_text_captions train concepts: 4/4 shards (100.0%), R shards/s, 188 examples at R examples/s, "
+      "ETA 0:00:00, 2 pruned so far"]
+  del lines[:]
   beam = build(tmp_path / "beam", ["min_concept_count=5"], manual, beam=True)
+  assert sorted(lines) == [f"alt_text_captions train: shard {n} of 4 read: 50 candidates read, 1 failed, "
+                           "R candidates/s" for n in range(1, 5)]  # failed: the 4 failed downloads, one a shard
   funnel = {e["stage"]: (e["in"], e["out"], e["reasons"]) for e in plain.info.metadata["funnel"]}
   assert funnel == {"image": (200, 194, {"download_failed": 4, "too_small": 2}), "text": (194, 192, {"too_short": 2}),
                     "cross": (192, 192, {}), "hypernym": (192, 190, {"unresolved_entity": 2}),

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import tarfile
 
 import pytest
@@ -19,6 +20,7 @@ import tensorflow_datasets as tfds
 
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
+from tfds_builders import progress as progress_lib
 from tfds_builders.cc3m import make_dummy_data as cc3m_dummy
 from tfds_builders.cc12m_llavanext import cc12m_llavanext_dataset_builder as cc12m
 from tfds_builders.cc12m_llavanext import join
@@ -192,10 +194,27 @@ BAD_INPUT_REPORT = {
     "truncated_shard": 0, "truncated_jsonl": 1, "corrupt_reasons": {}, "flags": {}}
 
 
-def test_bad_input_is_counted_and_the_build_finishes(bad_input, tmp_path):
+def _progress_lines(monkeypatch) -> list[str]:
+  """The builder's progress lines, as absl logs them, from now on (TFDS's own lines left out)."""
+  lines: list[str] = []
+
+  def info(fmt: str, *args) -> None:
+    if (fmt % args).startswith("cc12m_llavanext train"):
+      lines.append(fmt % args)
+  monkeypatch.setattr(progress_lib.logging, "info", info)
+  return lines
+
+
+def test_bad_input_is_counted_and_the_build_finishes(bad_input, tmp_path, monkeypatch):
+  lines = _progress_lines(monkeypatch)
   builder = _build(bad_input, tmp_path)
   report = builder.info.metadata["build_report"]
   assert report == BAD_INPUT_REPORT
+  # Bad rows as they are read (the duplicate key is the store's to count); the images of no row failed.
+  assert [re.sub(r"[\d,.]+ (rows|shards|images)/s", r"R \1/s", line) for line in lines] == [
+      "cc12m_llavanext train jsonl: 9 rows (total not known before reading), R rows/s, 5 bad rows so far",
+      "cc12m_llavanext train: 1/1 shards (100.0%), R shards/s, 4 images at R images/s, ETA 0:00:00, "
+      "2 images failed so far"]
   records = _records(builder)
   assert sorted(records) == ["000000000", "000000001"]
   # Of two rows with one key, the first is kept.
@@ -276,13 +295,27 @@ def test_beam_direct_runner_writes_the_same_dataset(manual, built, bad_input, tm
   assert manifests[0] == manifests[1]  # the keys obtained, with their image sha256 (capjax.data.manifest)
 
 
-def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path):
+def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
   """200 rows in 5 tars (make_dummy_data.generated_defect): 4 rows without an image, 2 truncated images, 2 images
-  again in the next tar, 2 images naming another url, 2 rows repeating a key, 2 placeholder captions."""
+  again in the next tar, 2 images naming another url, 2 rows repeating a key, 2 placeholder captions. Both paths
+  log their progress."""
   manual = tmp_path / "manual"
   dummy.write_generated(manual, 200, per_shard=40)
+  lines = _progress_lines(monkeypatch)
   plain = _build(manual, tmp_path / "plain")
+  rate = r"[\d,.]+"
+  # Rows read while the store is built (their total is not known before the gzip stream ends), then the shards: 196
+  # images (190 joined, 2 truncated, 2 naming another url, 2 again), of which 4 cannot be an example.
+  assert re.fullmatch(rf"cc12m_llavanext train jsonl: 200 rows \(total not known before reading\), {rate} rows/s, "
+                      r"0 bad rows so far", lines[0]), lines
+  assert re.fullmatch(rf"cc12m_llavanext train: 5/5 shards \(100\.0%\), {rate} shards/s, 196 images at {rate} "
+                      r"images/s, ETA 0:00:00, 4 images failed so far", lines[-1]), lines
+  del lines[:]
   beam = _build(manual, tmp_path / "beam", beam=True)
+  assert [re.sub(rf"{rate} (rows|images)/s$", r"R \1/s", line) for line in sorted(lines)] == [
+      "cc12m_llavanext train jsonl read: 200 rows, 0 bad, R rows/s",
+      *(f"cc12m_llavanext train: shard {n} of 5 read: {images} images checked, {failed} failed, R images/s"
+        for n, images, failed in ((1, 39, 1), (2, 39, 0), (3, 39, 1), (4, 39, 0), (5, 40, 0)))]
   report = plain.info.metadata["build_report"]
   assert {k: report[k] for k in ("rows", "examples", "flagged", "row_without_image", "corrupt_image", "duplicate_key",
                                  "image_without_row", "url_mismatch", "duplicate_image", "shards")} == {

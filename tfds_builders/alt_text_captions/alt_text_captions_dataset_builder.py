@@ -21,7 +21,9 @@ from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
+from tfds_builders.progress import Progress
 
+_NAME = "alt_text_captions train"  # of the progress lines
 _INSTRUCTIONS_POINTER = "see tfds_builders/alt_text_captions/README.md"
 
 MANUAL_DOWNLOAD_INSTRUCTIONS = """\
@@ -139,24 +141,37 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     stages = stages_lib.Stages(settings, labels, weights)
     counts: collections.Counter = collections.Counter()
     concept_counts: collections.Counter = collections.Counter()
+    # Shards done of the shards (a shard's candidates are not known before it is read), with candidates/s.
+    progress = Progress(f"{_NAME} stages a-c", len(shards), unit="shards", items="candidates",
+                        failed="candidates dropped so far")
     with tempfile.TemporaryDirectory(prefix="alt_text_survivors_") as folder:
       survivors = [os.path.join(folder, f"{number:05d}.jsonl") for number in range(len(shards))]
       for shard, path in zip(shards, survivors):
         with open(path, "w", encoding="utf-8") as f:
           for outcome, _ in stages_lib.shard_outcomes(shard, stages, counts):
             stages_lib.count_outcome(report, outcome.stage, outcome.reason)
+            progress.update(0, int(outcome.stage is not None), items=1)
             if outcome.stage is None:
               f.write(json.dumps(dataclasses.astuple(outcome)) + "\n")
               concept_counts.update(set(outcome.concepts))
+        progress.update(1)
+      progress.finish()
+      progress = Progress(f"{_NAME} concepts", len(shards), unit="shards", items="examples",
+                          failed="pruned so far")
       for shard, path in zip(shards, survivors):
         pruned = {}
         for outcome in _read_outcomes(path):
           reason = stages_lib.concept_reason(outcome.concepts, concept_counts, settings.min_concept_count)
           if reason is not None:
             report.count("concepts", reason=reason)
+            progress.update(0, 1)
           else:
             pruned[outcome.key] = outcome
-        yield from stages_lib.shard_examples(shard, pruned)
+        for example in stages_lib.shard_examples(shard, pruned):
+          progress.update(0, items=1)
+          yield example
+        progress.update(1)
+      progress.finish()
     report.counts.update(counts)
 
 

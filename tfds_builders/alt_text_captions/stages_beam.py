@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from capjax.text import concepts as concepts_lib
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
+from tfds_builders.progress import log_shard
 
 KEPT, REJECTS, COUNTS = "kept", "rejects", "counts"
 
@@ -48,15 +50,25 @@ class _StagesDoFn(beam.DoFn):
 
 
 class ReadShardFn(beam.DoFn):
-  """shard → its candidates (image bytes included), plus the shard's counts and the candidate total for the funnel.
-  Only this step's input is reshuffled: the candidates stay fused with the stages that read their images."""
+  """(number, shard) → its candidates (image bytes included), plus the shard's counts and the candidate total for
+  the funnel. Only this step's input is reshuffled: the candidates stay fused with the stages that read their
+  images. Logs one line per shard: its number of the `shards`, its candidates, those without an image (a failed
+  download, or one missing or cut), and the rate (of the stages fused with this read too)."""
 
-  def process(self, shard: str) -> Iterator[Any]:
+  def __init__(self, shards: int):
+    super().__init__()
+    self._shards = shards
+
+  def process(self, item: tuple[int, str]) -> Iterator[Any]:
+    number, shard = item
     counts: collections.Counter = collections.Counter()
-    total = 0
+    start, total, failed = time.process_time(), 0, 0
     for candidate in i2d.shard_candidates(shard, counts):
       total += 1
+      failed += candidate.image is None
       yield stages_lib.Item(candidate, shard=shard)
+    log_shard("alt_text_captions train", number, self._shards, total, failed, time.process_time() - start,
+              "candidates", "read")
     yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts).count(stages_lib.CANDIDATES, total))
 
 
@@ -160,9 +172,9 @@ class StagesPipeline(beam.PTransform):
 
   def expand(self, pipeline_input):
     read = (pipeline_input
-            | "Shards" >> beam.Create(self._shards)
+            | "Shards" >> beam.Create(list(enumerate(self._shards)))
             | "OneShardPerWorker" >> beam.Reshuffle()
-            | "ReadShard" >> beam.ParDo(ReadShardFn()).with_outputs(COUNTS, main=KEPT))
+            | "ReadShard" >> beam.ParDo(ReadShardFn(len(self._shards))).with_outputs(COUNTS, main=KEPT))
     items, rejects = read[KEPT], []
     for stage in stages_lib.STAGE_NAMES[:3]:
       out = items | stage >> beam.ParDo(StageFn(stage, *self._args)).with_outputs(REJECTS, main=KEPT)

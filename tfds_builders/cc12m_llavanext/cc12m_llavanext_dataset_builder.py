@@ -121,7 +121,8 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
   def _plain_examples(self, jsonl: str, shards: list[str], drop_flagged: bool) -> Iterator[tuple[int, dict[str, Any]]]:
     report = report_lib.Report()
     with tempfile.TemporaryDirectory(prefix="cc12m_llavanext_rows_") as folder:
-      yield from at_least_one(join.plain_examples(jsonl, shards, folder, drop_flagged, report),
+      examples = join.plain_examples(jsonl, shards, folder, drop_flagged, report, name="cc12m_llavanext train")
+      yield from at_least_one(examples,
                               lambda: f"{jsonl} and {len(shards)} tar(s) gave {join.finish_report(report)}")
     report_lib.write_part(self.data_dir, "train", join.finish_report(report))
 

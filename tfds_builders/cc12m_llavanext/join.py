@@ -23,6 +23,7 @@ from capjax.text import recaption
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.img2dataset import wds
+from tfds_builders.progress import Progress
 
 JSONL = "train.jsonl.gz"
 RECAPTIONS = ("caption_llava", "caption_llava_short")  # cleaned by capjax.text.recaption
@@ -140,12 +141,17 @@ def read_rows(path: str, counts: collections.Counter) -> Iterator[tuple[int, Row
       yield number, row
 
 
+def _advance(progress: Progress, done: int, failures: int) -> None:
+  """Brings `progress` to these totals (a bad row is counted where it is read, between the good rows)."""
+  progress.update(done - progress.done, failures - progress.failures)
+
+
 class RowStore:
   """key → (position, line, row) of train.jsonl.gz, in an SQLite file: memory stays at SQLite's page cache (64
   MiB) at any size. Positions 0..len-1 index per-row state; the line number is the example's key. Of rows with one
   key the first is kept, the others counted `duplicate_key`; the read's other counts are in `counts`."""
 
-  def __init__(self, jsonl: str, folder: str, batch: int = 10_000):
+  def __init__(self, jsonl: str, folder: str, batch: int = 10_000, progress: Progress | None = None):
     self.counts: collections.Counter = collections.Counter()
     self._db = sqlite3.connect(os.path.join(folder, "rows.sqlite"))
     self._db.executescript(
@@ -158,7 +164,12 @@ class RowStore:
       pending.append((row.key, line, row.to_json()))
       if len(pending) == batch:
         self._insert(pending)
+      if progress:
+        _advance(progress, self.counts["rows"], self.counts["rows"] - good)
     self._insert(pending)
+    if progress:
+      _advance(progress, self.counts["rows"], self.counts["rows"] - good)
+      progress.finish()
     self._db.commit()
     self._len = self._db.execute("SELECT COUNT(*) FROM rows").fetchone()[0]
     self.counts["duplicate_key"] += good - self._len
@@ -266,15 +277,36 @@ def finish_report(report: report_lib.Report) -> dict[str, Any]:
   return report.as_dict(REPORT_KEYS, {"corrupt_image": "corrupt_reasons", "flags": "flags"})
 
 
-def plain_examples(jsonl: str, shards: Iterable[str], folder: str, drop_flagged: bool,
-                   report: report_lib.Report) -> Iterator[tuple[int, dict[str, Any]]]:
+def _shard_events(shards: list[str], store: RowStore, counts: collections.Counter,
+                  progress: Progress | None) -> Iterator[i2d.Event]:
+  """Each shard's images as join events, in (shard, sample) order; `progress` counts shards done, images read, and
+  images that cannot be an example (bad, without a row, naming another url)."""
+  for shard in shards:
+    for image in shard_images(shard, counts):
+      event = join_event(image, store.lookup(image.key))
+      if progress:
+        progress.update(0, int(event.kind != "example"), items=1)
+      yield event
+    if progress:
+      progress.update(1)
+  if progress:
+    progress.finish()
+
+
+def plain_examples(jsonl: str, shards: list[str], folder: str, drop_flagged: bool, report: report_lib.Report,
+                   name: str = "", every: float = 30.0) -> Iterator[tuple[int, dict[str, Any]]]:
   """The plain path: the rows into a store in `folder`, then each shard's images joined, one at a time, a row's
-  first good image its example; every count goes into `report` (see finish_report)."""
-  store = RowStore(jsonl, folder)
+  first good image its example; every count goes into `report` (see finish_report). With a `name`, progress is
+  logged at most every `every` seconds: while the store is built, jsonl rows read (their total is not known before
+  the end of a gzip stream) and bad rows; then shards done of the shards, images read and images that failed."""
+  rows = Progress(f"{name} jsonl", None, every, failed="bad rows so far") if name else None
+  store = RowStore(jsonl, folder, progress=rows)
   counts = report.counts
   try:
     counts.update(store.counts)
-    events = (join_event(image, store.lookup(image.key)) for shard in shards for image in shard_images(shard, counts))
+    shards_done = (Progress(name, len(shards), every, unit="shards", items="images", failed="images failed so far")
+                   if name else None)
+    events = _shard_events(shards, store, counts, shards_done)
     outcomes: dict[str, Any] = collections.defaultdict(int)
     joined = 0
     for line, example in i2d.row_outcomes(events, len(store), outcomes):

@@ -13,35 +13,57 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
+from absl import logging
 
 from tfds_builders import report as report_lib
 from tfds_builders.cc12m_llavanext import join
+from tfds_builders.progress import log_shard
 
 MAIN, COUNTS = "main", "counts"
 
 
+NAME = "cc12m_llavanext train"  # of the log lines
+
+
 class ReadRowsFn(beam.DoFn):
-  """The jsonl.gz → (key, (line, row)) of its good rows; its counts (rows, bad rows, truncated_jsonl) tagged."""
+  """The jsonl.gz → (key, (line, row)) of its good rows; its counts (rows, bad rows, truncated_jsonl) tagged. Logs
+  one line when the jsonl is read: its rows, the bad ones, and the rate."""
 
   def process(self, path: str) -> Iterator[Any]:
     counts: collections.Counter = collections.Counter()
+    start, good = time.process_time(), 0
     for line, row in join.read_rows(path, counts):
+      good += 1
       yield row.key, (line, row)
+    seconds = time.process_time() - start
+    logging.info("%s jsonl read: %d rows, %d bad, %s rows/s", NAME, counts["rows"], counts["rows"] - good,
+                 f"{counts['rows'] / seconds:,.0f}" if seconds > 0 else "-")
     yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts))
 
 
 class ReadShardFn(beam.DoFn):
-  """One tar → (key, light image) of its images, each checked, no bytes kept; its counts (shards, unsafe_member,
-  truncated_shard) tagged."""
+  """One (number, tar) → (key, light image) of its images, each checked, no bytes kept; its counts (shards,
+  unsafe_member, truncated_shard) tagged. Logs one line per tar: its number of the `total`, its images checked and
+  those that cannot be an example here (bad; rows are joined later, on other workers), and the rate."""
 
-  def process(self, shard: str) -> Iterator[Any]:
+  def __init__(self, total: int):
+    super().__init__()
+    self._total = total
+
+  def process(self, item: tuple[int, str]) -> Iterator[Any]:
+    number, shard = item
     counts: collections.Counter = collections.Counter()
+    start, checked, failed = time.process_time(), 0, 0
     for image in join.shard_images(shard, counts, light=True):
+      checked += 1
+      failed += bool(image.reason)
       yield image.key, image
+    log_shard(NAME, number, self._total, checked, failed, time.process_time() - start)
     yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts))
 
 
@@ -85,9 +107,9 @@ class JoinPipeline(beam.PTransform):
             | "Jsonl" >> beam.Create([self._jsonl])
             | "ReadRows" >> beam.ParDo(ReadRowsFn()).with_outputs(COUNTS, main=MAIN))
     images = (pipeline_input
-              | "Shards" >> beam.Create(self._shards)
+              | "Shards" >> beam.Create(list(enumerate(self._shards)))
               | "OneShardPerWorker" >> beam.Reshuffle()
-              | "ReadShard" >> beam.ParDo(ReadShardFn()).with_outputs(COUNTS, main=MAIN))
+              | "ReadShard" >> beam.ParDo(ReadShardFn(len(self._shards))).with_outputs(COUNTS, main=MAIN))
     joined = ({"rows": rows[MAIN], "images": images[MAIN]}
               | "ByKey" >> beam.CoGroupByKey()
               | "Join" >> beam.ParDo(JoinFn(self._drop_flagged)).with_outputs(COUNTS, main=MAIN))

@@ -13,12 +13,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import tensorflow_datasets as tfds
-from absl import logging
 
 from tfds_builders import report as report_lib
 from tfds_builders.img2dataset.join import (Event, Winner, row_outcome, shard_events, shard_examples, split_report,
                                             winner_of)
 from tfds_builders.img2dataset.tsv import tsv_index
+from tfds_builders.progress import log_shard
 
 
 def _read_shard(item: tuple[int, str], tsv_path: str, labeled: bool, name: str, total: int) -> Iterator[Event]:
@@ -31,10 +31,7 @@ def _read_shard(item: tuple[int, str], tsv_path: str, labeled: bool, name: str, 
     failed += event.kind == "bad"
     yield event
   if name:
-    seconds = time.process_time() - start
-    rate = f"{checked / seconds:,.0f}" if seconds > 0 else "-"
-    logging.info("%s: shard %d of %d read: %d images checked, %d failed, %s images/s", name, number + 1, total,
-                 checked, failed, rate)
+    log_shard(name, number, total, checked, failed, time.process_time() - start)
 
 
 def _decide_row(item: tuple[int, Iterable[Event]]) -> Iterator[Any]:
