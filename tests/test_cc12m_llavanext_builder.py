@@ -1,7 +1,7 @@
 """The cc12m_llavanext builder: the TFDS contract on dummy_data/, the join on key checked against url, the stored
 JPEG bytes, the cleaned captions and their flags, every row and image counted, bad input (a truncated gzip, lines
 that are not JSON, rows missing fields, a 100k-character caption, a line over the limit) counted while the build
-finishes, hostile tars, and the same dataset from Beam's DirectRunner.
+finishes, hostile tars, the same dataset from Beam's DirectRunner, and the progress both paths log.
 """
 
 from __future__ import annotations
@@ -335,3 +335,17 @@ def test_missing_jsonl_or_tars_name_the_file_and_the_readme(tmp_path):
   (manual / dummy.shard_name(0)).rename(manual / "other-name.tar")
   with pytest.raises(cc12m.ManualDataError, match=r"no cc12m-wds tars \(cc12m-train-NNNN\.tar\) in"):
     _build(manual, tmp_path / "tfds")
+
+
+def test_progress_without_a_total_claims_no_share_nor_eta_and_counts_items_in_their_unit():
+  now = [0.0]
+  lines: list[str] = []
+  rows = progress_lib.Progress("rows", None, every=10, clock=lambda: now[0], log=lines.append, failed="bad so far")
+  shards = progress_lib.Progress("tars", 4, every=10, clock=lambda: now[0], log=lines.append, unit="shards",
+                                 items="images", failed="images failed so far")
+  now[0] = 40.0
+  rows.update(1234, 5)
+  shards.update(1, 2, items=500)
+  assert lines == ["rows: 1,234 rows (total not known before reading), 31 rows/s, 5 bad so far",
+                   "tars: 1/4 shards (25.0%), 0.025 shards/s, 500 images at 12 images/s, ETA 0:02:00, "
+                   "2 images failed so far"]
