@@ -164,8 +164,8 @@ class RowStore:
       pending.append((row.key, line, row.to_json()))
       if len(pending) == batch:
         self._insert(pending)
-      if progress:
-        _advance(progress, self.counts["rows"], self.counts["rows"] - good)
+        if progress:  # once a batch: the rows read so far, and the bad ones among them
+          _advance(progress, self.counts["rows"], self.counts["rows"] - good)
     self._insert(pending)
     if progress:
       _advance(progress, self.counts["rows"], self.counts["rows"] - good)
