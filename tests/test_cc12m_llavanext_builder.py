@@ -21,6 +21,7 @@ import tensorflow_datasets as tfds
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
 from tfds_builders import progress as progress_lib
+from tfds_builders import report as report_lib
 from tfds_builders.cc3m import make_dummy_data as cc3m_dummy
 from tfds_builders.cc12m_llavanext import cc12m_llavanext_dataset_builder as cc12m
 from tfds_builders.cc12m_llavanext import join
@@ -349,3 +350,17 @@ def test_progress_without_a_total_claims_no_share_nor_eta_and_counts_items_in_th
   assert lines == ["rows: 1,234 rows (total not known before reading), 31 rows/s, 5 bad so far",
                    "tars: 1/4 shards (25.0%), 0.025 shards/s, 500 images at 12 images/s, ETA 0:02:00, "
                    "2 images failed so far"]
+
+
+def test_progress_counts_each_image_as_it_is_read_and_a_shard_when_it_ends(tmp_path, monkeypatch):
+  """Every update logged (every=0): shard 1's five images (000000004's cut short), then shard 2's four (one naming
+  another url, one of no row); shards done only when their last image is read, never a total of rows."""
+  lines = _progress_lines(monkeypatch)
+  list(join.plain_examples(os.fspath(DUMMY / dummy.JSONL), join.list_shards(os.fspath(DUMMY)), os.fspath(tmp_path),
+                           False, report_lib.Report(), name="cc12m_llavanext train", every=0))
+  assert [line.split(", ")[0] for line in lines[:2]] == [
+      "cc12m_llavanext train jsonl: 9 rows (total not known before reading)"] * 2  # the last batch, and the end
+  found = [re.search(r"(\d)/2 shards .* (\d) images at .* (\d) images failed so far$", line) for line in lines[2:]]
+  assert [tuple(int(n) for n in m.groups()) for m in found] == [
+      (0, 1, 0), (0, 2, 0), (0, 3, 0), (0, 4, 0), (0, 5, 1), (1, 5, 1),
+      (1, 6, 1), (1, 7, 1), (1, 8, 2), (1, 9, 3), (2, 9, 3), (2, 9, 3)]
