@@ -64,11 +64,12 @@ def uncached_step(model: Captioner, params: Any, max_len: int) -> StepFunctions:
 # ----------------------------------------------------------------------------------------------------------
 # Greedy
 # ----------------------------------------------------------------------------------------------------------
-def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int, start: int = BOS_ID) -> jax.Array:
-  """Argmax decoding from the token `start` (BOS, or a style tag): (B, max_len) token ids, EOS once then PAD.
-  Stops when every row has ended."""
-  batch = inputs.shape[0]
-  out = jnp.full((batch, max_len), PAD_ID, jnp.int32)
+def token_loop(fns: StepFunctions, state: Any, rows: int, max_len: int, start: int,
+               choose: Callable[[jax.Array, jax.Array], jax.Array]) -> jax.Array:
+  """The one left-to-right loop of greedy search and sampling: from the token `start` and the decoder `state` of
+  `rows` rows, `choose(logits, i)` picks each row's token at position i; (rows, max_len) token ids, EOS once then
+  PAD. Stops when every row has ended."""
+  out = jnp.full((rows, max_len), PAD_ID, jnp.int32)
 
   def cond(carry):
     i, _, _, done, _ = carry
@@ -77,12 +78,19 @@ def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int, start: in
   def body(carry):
     i, state, token, done, out = carry
     logits, state = fns.step(state, token, i)
-    nxt = jnp.where(done, PAD_ID, jnp.argmax(logits, axis=-1).astype(jnp.int32))
+    nxt = jnp.where(done, PAD_ID, choose(logits, i).astype(jnp.int32))
     out = jax.lax.dynamic_update_slice_in_dim(out, nxt[:, None], i, axis=1)
     return i + 1, state, nxt, done | (nxt == EOS_ID), out
 
-  init = (jnp.int32(0), fns.init(inputs), jnp.full((batch,), start, jnp.int32), jnp.zeros((batch,), bool), out)
+  init = (jnp.int32(0), state, jnp.full((rows,), start, jnp.int32), jnp.zeros((rows,), bool), out)
   return jax.lax.while_loop(cond, body, init)[-1]
+
+
+def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int, start: int = BOS_ID) -> jax.Array:
+  """Argmax decoding from the token `start` (BOS, or a style tag): (B, max_len) token ids, EOS once then PAD.
+  Stops when every row has ended."""
+  return token_loop(fns, fns.init(inputs), inputs.shape[0], max_len, start,
+                    lambda logits, i: jnp.argmax(logits, axis=-1))
 
 
 def greedy(model: Captioner, params: Any, inputs: jax.Array, max_len: int) -> jax.Array:

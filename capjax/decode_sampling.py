@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from capjax.config_util import check_number
-from capjax.decode import NEG_INF, StepFunctions
-from capjax.tokens import BOS_ID, EOS_ID, PAD_ID
+from capjax.decode import NEG_INF, StepFunctions, token_loop
+from capjax.tokens import BOS_ID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,21 +58,9 @@ def sample_search(fns: StepFunctions, inputs: jax.Array, max_len: int, rng: jax.
   PAD. Sample j of image b is row b * n + j of one loop; position i draws from `fold_in(rng, i)`. Stops when every
   row has ended."""
   batch, n = inputs.shape[0], s.num_samples
-  rows = batch * n
   state = jax.tree.map(lambda x: jnp.repeat(x, n, axis=0), fns.init(inputs))
-  out = jnp.full((rows, max_len), PAD_ID, jnp.int32)
 
-  def cond(carry):
-    i, _, _, done, _ = carry
-    return (i < max_len) & ~jnp.all(done)
+  def choose(logits: jax.Array, i: jax.Array) -> jax.Array:
+    return jax.random.categorical(jax.random.fold_in(rng, i), filter_logits(logits, s), axis=-1)
 
-  def body(carry):
-    i, state, token, done, out = carry
-    logits, state = fns.step(state, token, i)
-    drawn = jax.random.categorical(jax.random.fold_in(rng, i), filter_logits(logits, s), axis=-1)
-    nxt = jnp.where(done, PAD_ID, drawn.astype(jnp.int32))
-    out = jax.lax.dynamic_update_slice_in_dim(out, nxt[:, None], i, axis=1)
-    return i + 1, state, nxt, done | (nxt == EOS_ID), out
-
-  init = (jnp.int32(0), state, jnp.full((rows,), start, jnp.int32), jnp.zeros((rows,), bool), out)
-  return jax.lax.while_loop(cond, body, init)[-1].reshape(batch, n, max_len)
+  return token_loop(fns, state, batch * n, max_len, start, choose).reshape(batch, n, max_len)
