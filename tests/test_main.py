@@ -134,7 +134,7 @@ def test_default_workdir_is_named_after_the_config_and_its_variants(spec, expect
      "configs/t2t.py"),
     (["--config=configs/t2t.py:shapez"],
      "error: --config=configs/t2t.py:shapez: unknown config variant 'shapez' — choose from ['1x1', '8x8', 'cc12m', "
-     "'coco', 'debug', 'shapes', 'stylized'] (or pass key=value pairs)"),
+     "'coco', 'debug', 'scst', 'shapes', 'stylized'] (or pass key=value pairs)"),
     (["--config=configs/t2t.pyx"],
      "error: --config=configs/t2t.pyx: config file 'configs/t2t.pyx' not found — give `path/to/config.py[:variants]`"),
     (["--workdir=w"], "error: missing --config — e.g. --config=configs/t2t.py:shapes, see --help"),
