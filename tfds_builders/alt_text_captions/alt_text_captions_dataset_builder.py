@@ -19,6 +19,7 @@ from etils import epath
 
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
+from tfds_builders.alt_text_captions import clip_stage as clip_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
 from tfds_builders.progress import Progress
@@ -211,6 +212,6 @@ def _assemble(settings: dict[str, Any], parts: dict[str, Any]) -> dict[str, Any]
 
 def _describe(metadata: Mapping[str, Any]) -> str:
   table = stages_lib.format_funnel(metadata["funnel"])
-  if stages_lib.CLIP_SCORES in metadata:
-    table += "\n" + stages_lib.format_clip_histogram(metadata[stages_lib.CLIP_SCORES])
+  if clip_lib.SCORES in metadata:
+    table += "\n" + clip_lib.format_histogram(metadata[clip_lib.SCORES])
   return table

@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ from capjax.image import filters as image_filters
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
+from tfds_builders.alt_text_captions import clip_stage as clip_lib
 
 STAGE_NAMES = ("image", "text", "cross", "clip", "hypernym", "concepts")  # clip: only with --set=clip_weights
 FIRST_STAGES = STAGE_NAMES[:3]  # per candidate, before the CLIP score (which scores batches)
@@ -32,10 +32,6 @@ PAPER_FIGURES = {
     "concepts": "~55% removed",
 }
 CROSS_FILTERS = ("irv2", "labels", "none")
-CLIP_THRESHOLD = "datacomp_b32"  # the clip stage's cut-off when --set=clip_threshold is not given
-CLIP_BATCH = 32  # pairs per CLIP call, on both paths (clip_score.Scorer pads a short batch to it)
-CLIP_SCORES = "clip_scores"  # the report's histogram of the pairs' CLIP scores, per CLIP_BIN wide bin
-CLIP_BIN = 0.05
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -58,7 +54,7 @@ class Settings:
   labeler_min_depth: int = 6  # hypernyms nearer WordNet's root ("object", "whole", "organism") are not labels
   min_concept_count: int = 100  # pairs with a concept seen in this many pairs or fewer are dropped
   clip_weights: str = ""  # a CLIP from `convert_weights --format=hf_clip` (relative to the manual dir, or absolute)
-  clip_threshold: str = ""  # datacomp_b32 | laion | a cosine in [-1, 1]; CLIP_THRESHOLD with clip_weights alone
+  clip_threshold: str = ""  # datacomp_b32 (the default with clip_weights) | laion | a cosine in [-1, 1]
   text: tuple[tuple[str, Any], ...] = ()  # ("filters.max_chars", 1000), ("hypernyms.min_tokens", 3), ...
 
   def image_config(self) -> image_filters.ImageFilterConfig:
@@ -79,7 +75,7 @@ class Settings:
 
   def clip_cutoff(self) -> float:
     """The minimum CLIP score the clip stage keeps."""
-    return parse_clip_threshold(self.clip_threshold or CLIP_THRESHOLD).minimum
+    return clip_lib.parse_threshold(self.clip_threshold or clip_lib.DEFAULT_THRESHOLD).minimum
 
   def as_dict(self) -> dict[str, Any]:
     """The settings as metadata records them (and as custom configs are named by): the clip stage's only when it
@@ -118,33 +114,6 @@ def _convert(key: str, text: str, default: Any) -> Any:
     raise ValueError(f"--set={key}={text} is not a {type(default).__name__} — give one") from e
 
 
-def parse_clip_threshold(text: str):
-  """`--set=clip_threshold` → clip_score.Threshold with a minimum: a published name (clip_score.THRESHOLDS) or a
-  number in [-1, 1] (min=X too). A top fraction of the pool (datacomp_l14_top30, top=F) is refused: its cut-off is
-  known only once the whole build is scored, and the stage decides each pair as it comes. Raises ValueError."""
-  from capjax.text_models import clip_score  # noqa: PLC0415 (its JAX only for builds with the stage)
-  names = ", ".join(name for name, t in clip_score.THRESHOLDS.items() if t.minimum is not None)
-  try:
-    number = float(text)
-  except ValueError:
-    number = None
-  if number is not None:
-    if not -1 <= number <= 1:  # nan too
-      raise ValueError(f"clip_threshold={text} is out of range — a CLIP score is a cosine: give a number in [-1, 1] "
-                       f"or one of {names}")
-    return clip_score.Threshold(text, minimum=number)
-  try:
-    threshold = clip_score.parse_threshold(text)
-  except ValueError:
-    raise ValueError(f"clip_threshold={text} is not a CLIP cut-off — give one of {names}, or a number in "
-                     "[-1, 1]") from None
-  if threshold.minimum is None:
-    raise ValueError(f"clip_threshold={text} keeps a top share of the whole build's scores, which the clip stage "
-                     "cannot know while it decides each pair — give a minimum score: one of "
-                     f"{names}, or a number in [-1, 1]")
-  return threshold
-
-
 def parse_settings(items: Sequence[str]) -> Settings:
   """`KEY=VALUE` strings → Settings. Raises ValueError naming the valid keys for an unknown one."""
   base = {f.name: f.default for f in dataclasses.fields(Settings) if f.name != "text"}
@@ -175,7 +144,7 @@ def parse_settings(items: Sequence[str]) -> Settings:
     raise ValueError(f"clip_threshold={settings.clip_threshold} needs a CLIP model — add --set=clip_weights=DIR "
                      "(converted by `python -m capjax.tools.convert_weights --format=hf_clip`)")
   if settings.clip_weights:
-    settings = dataclasses.replace(settings, clip_threshold=settings.clip_threshold or CLIP_THRESHOLD)
+    settings = dataclasses.replace(settings, clip_threshold=settings.clip_threshold or clip_lib.DEFAULT_THRESHOLD)
     settings.clip_cutoff()  # a ValueError for a bad one, before anything is built
   return settings
 
@@ -184,7 +153,7 @@ def parse_settings(items: Sequence[str]) -> Settings:
 
 
 # The build's Report: "candidates" read; each stage's rejects counted under the stage's name, by reason; the
-# CLIP scores of the pairs the clip stage scored, by bin, under CLIP_SCORES; and the shard-side counts of
+# CLIP scores of the pairs the clip stage scored, by bin (clip_stage.SCORES); and the shard-side counts of
 # i2d.shard_candidates (shards, unsafe_member, ...) under their own names.
 CANDIDATES = "candidates"
 
@@ -196,17 +165,7 @@ def count_outcome(report: report_lib.Report, stage: str | None, reason: str | No
   if stage is not None:
     report.count(stage, reason=reason)
   if clip_score is not None:
-    count_clip_score(report, clip_score)
-
-
-def count_clip_score(report: report_lib.Report, score: float) -> report_lib.Report:
-  """One CLIP score into the report's histogram: its bin's lower edge, a multiple of CLIP_BIN."""
-  return report.count(CLIP_SCORES, reason=f"{math.floor(score / CLIP_BIN) * CLIP_BIN:.2f}")
-
-
-def clip_histogram(report: report_lib.Report) -> dict[str, int]:
-  """The CLIP scores' histogram: pairs per bin (its lower edge), lowest bin first."""
-  return {edge: int(n) for edge, n in sorted(report.reasons.get(CLIP_SCORES, {}).items(), key=lambda e: float(e[0]))}
+    clip_lib.count_score(report, clip_score)
 
 
 def report_part(report: report_lib.Report, settings: Settings) -> dict[str, Any]:
@@ -214,7 +173,7 @@ def report_part(report: report_lib.Report, settings: Settings) -> dict[str, Any]
   histogram of its scores."""
   part = {"funnel": funnel(report, settings.stages()), "shards": shard_counts(report)}
   if settings.clip_weights:
-    part[CLIP_SCORES] = clip_histogram(report)
+    part[clip_lib.SCORES] = clip_lib.histogram(report)
   return part
 
 
@@ -233,7 +192,7 @@ def funnel(report: report_lib.Report, stages: Sequence[str] = Settings().stages(
 def shard_counts(report: report_lib.Report) -> dict[str, int]:
   """The shard-side counts of the report, by name."""
   return {k: int(n) for k, n in sorted(report.counts.items())
-          if k not in (CANDIDATES, CLIP_SCORES) and k not in STAGE_NAMES}
+          if k not in (CANDIDATES, clip_lib.SCORES) and k not in STAGE_NAMES}
 
 
 def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
@@ -246,12 +205,6 @@ def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
     lines.append(f"{entry['stage']:<10}{entry['in']:>10,}{entry['out']:>10,}{share:>9}   "
                  f"{PAPER_FIGURES[entry['stage']]:<26}{reasons}".rstrip())
   return "\n".join(lines)
-
-
-def format_clip_histogram(histogram: Mapping[str, int]) -> str:
-  """The CLIP scores' histogram as one line: `[low, high) pairs` per bin."""
-  bins = ", ".join(f"[{edge}, {float(edge) + CLIP_BIN:.2f}) {n}" for edge, n in histogram.items())
-  return f"clip scores (cosine) of the {sum(histogram.values()):,} pairs scored: {bins or 'none'}"
 
 
 # ------------------------------------------------------------------------------------------------ stages
@@ -368,8 +321,7 @@ class Stages:
     """The CLIP scorer (clip_score.Scorer), or None without the clip stage."""
     if not self.settings.clip_weights:
       return None
-    from capjax.text_models import clip_score  # noqa: PLC0415
-    return clip_score.Scorer.load(self._clip_path, batch_size=CLIP_BATCH)
+    return clip_lib.load_scorer(self._clip_path)
 
   def load(self, stage: str) -> None:
     """Loads what `stage` needs now (a DoFn's setup), not inside its first work item."""
@@ -420,16 +372,11 @@ class Stages:
 
   def clip_stage(self, items: Sequence[Item]) -> list[tuple[str | None, Item]]:
     """Beyond the paper: the CLIP score of each image with its alt-text as harvested (DataComp scores the raw
-    alt-text), below the clip_threshold cut-off a reject. A batch of items at a time (CLIP_BATCH make one call);
-    each item comes back with its score."""
-    from capjax.image import io as image_io  # noqa: PLC0415
-    from capjax.text_models import clip_score  # noqa: PLC0415
-    # The image stage decoded each of these whole under the same pixel limit.
-    images = [image_io.load_rgb(item.candidate.image, self.settings.max_pixels) for item in items]
-    scores = self.clip.score(images, [item.candidate.caption for item in items]) if items else []
-    cutoff = self.settings.clip_cutoff()
-    return [(None if score >= cutoff else clip_score.REASON, dataclasses.replace(item, clip_score=float(score)))
-            for item, score in zip(items, scores)]
+    alt-text), below the clip_threshold cut-off a reject. A batch of items at a time (clip_stage.BATCH make one
+    call); each item comes back with its score."""
+    scored = clip_lib.score(self.clip, [i.candidate.image for i in items], [i.candidate.caption for i in items],
+                            self.settings.clip_cutoff(), self.settings.max_pixels)
+    return [(reason, dataclasses.replace(item, clip_score=score)) for item, (reason, score) in zip(items, scored)]
 
   def hypernym_stage(self, item: Item) -> tuple[str | None, Outcome]:
     """The repair step: hypernymization, whose rejects the paper counts after the cross filter."""
@@ -441,9 +388,8 @@ class Stages:
                          item.clip_score)
 
   def outcomes(self, candidates: Iterable[i2d.Candidate]) -> Iterator[tuple[i2d.Candidate, Outcome]]:
-    """Stages a to c, the CLIP score if on and the hypernym repair, for each candidate: the plain path. With the
-    clip stage, the survivors of a-c wait (at most CLIP_BATCH of them) to be scored together, so the outcomes
-    come in another order than the candidates."""
+    """Stages a to c, the CLIP score if on and the hypernym repair, for each candidate: the plain path. The clip
+    stage scores clip_stage.BATCH survivors of a-c at a time, so its outcomes may come after later candidates'."""
     waiting: list[Item] = []
     for candidate in candidates:
       item = Item(candidate)
@@ -454,7 +400,7 @@ class Stages:
           break
       else:
         waiting.append(item)
-      if len(waiting) == (CLIP_BATCH if self.settings.clip_weights else 1):
+      if len(waiting) == (clip_lib.BATCH if self.settings.clip_weights else 1):
         yield from self._repaired(waiting)
         waiting = []
     yield from self._repaired(waiting)
@@ -467,9 +413,8 @@ class Stages:
     """Survivors of a-c through the clip stage (when on) and the hypernym repair."""
     scored = self.clip_stage(items) if self.settings.clip_weights else [(None, item) for item in items]
     for reason, item in scored:
-      c = item.candidate
-      yield c, (Outcome(c.key, "clip", reason, clip_score=item.clip_score) if reason is not None
-                else self.hypernym_stage(item)[1])
+      yield item.candidate, (self.hypernym_stage(item)[1] if reason is None else
+                             Outcome(item.candidate.key, "clip", reason, clip_score=item.clip_score))
 
 
 def example(outcome: Outcome, image: bytes) -> dict[str, Any]:

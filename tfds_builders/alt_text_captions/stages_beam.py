@@ -21,6 +21,7 @@ import apache_beam as beam
 from capjax.text import concepts as concepts_lib
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
+from tfds_builders.alt_text_captions import clip_stage as clip_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.progress import log_shard
 
@@ -90,15 +91,16 @@ class StageFn(_StagesDoFn):
 
 
 class ClipFn(_StagesDoFn):
-  """Beyond the paper: the CLIP score of a batch of items (beam.BatchElements of CLIP_BATCH), each kept item on the
-  main output, each reject tagged `rejects`, and the batch's scores as a Report tagged `counts` (the histogram)."""
+  """Beyond the paper: the CLIP score of a batch of items (beam.BatchElements of clip_stage.BATCH), each kept item on
+  the main output, each reject tagged `rejects`, and the batch's scores as a Report tagged `counts` (the
+  histogram)."""
 
   stage = "clip"
 
   def process(self, items: list[stages_lib.Item]) -> Iterator[Any]:
     scores = report_lib.Report()
     for reason, item in self._stages.clip_stage(items):
-      stages_lib.count_clip_score(scores, item.clip_score)
+      clip_lib.count_score(scores, item.clip_score)
       if reason is None:
         yield item
       else:
@@ -200,8 +202,7 @@ class StagesPipeline(beam.PTransform):
       rejects.append(out[REJECTS])
     if self._settings.clip_weights:  # batches of the fused items: no shuffle, so no image bytes cross one
       out = (items
-             | "ClipBatches" >> beam.BatchElements(min_batch_size=stages_lib.CLIP_BATCH,
-                                                   max_batch_size=stages_lib.CLIP_BATCH)
+             | "ClipBatches" >> beam.BatchElements(min_batch_size=clip_lib.BATCH, max_batch_size=clip_lib.BATCH)
              | "clip" >> beam.ParDo(ClipFn(*self._args)).with_outputs(REJECTS, COUNTS, main=KEPT))
       items = out[KEPT]
       rejects.append(out[REJECTS])
