@@ -50,6 +50,17 @@ def irv2_weights(tmp_path_factory) -> pathlib.Path:
   return directory
 
 
+@pytest.fixture(scope="session")
+def clip_weights(tmp_path_factory) -> pathlib.Path:
+  """The tiny random CLIPModel of tests/fixtures/text_models/clip through `convert_weights`, as a user's checkpoint
+  would go (test_clip.py checks it against transformers; the alt_text_captions clip stage scores with it)."""
+  from capjax.tools import convert_weights  # after XLA_FLAGS above
+  output = tmp_path_factory.mktemp("converted") / "clip"
+  convert_weights.main(["convert_weights", "--format=hf_clip",
+                        f"--input={REPO_ROOT / 'tests' / 'fixtures' / 'text_models' / 'clip'}", f"--output={output}"])
+  return output
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Models trained once per session and shared across test files (tests/trained_models.py).
 # ----------------------------------------------------------------------------------------------------------

@@ -42,16 +42,9 @@ def outputs() -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory) -> pathlib.Path:
-  """The fixture through `convert_weights`, as a user's checkpoint would go."""
-  output = tmp_path_factory.mktemp("converted") / "clip"
-  cw.main(["convert_weights", "--format=hf_clip", f"--input={FIXTURES / 'clip'}", f"--output={output}"])
-  return output
-
-
-@pytest.fixture(scope="module")
-def scorer(converted) -> clip_score.Scorer:
-  return clip_score.Scorer.load(converted, batch_size=2)
+def scorer(clip_weights) -> clip_score.Scorer:
+  """The fixture through `convert_weights` (conftest's clip_weights), as a user's checkpoint would go."""
+  return clip_score.Scorer.load(clip_weights, batch_size=2)
 
 
 def test_clip_embeds_as_transformers_does(scorer, outputs):
@@ -160,8 +153,8 @@ def test_clip_initialises_and_runs_jitted_inside_a_mesh(scorer, outputs):
   assert np.abs(np.asarray(out.image_embeds) - outputs["clip_image_embeds"]).max() <= TOLERANCE
 
 
-def test_converted_directory_keeps_the_config_and_the_checkpoint_s_normalization(converted, tmp_path):
-  saved = json.loads((converted / "config.json").read_text())
+def test_converted_directory_keeps_the_config_and_the_checkpoint_s_normalization(clip_weights, tmp_path):
+  saved = json.loads((clip_weights / "config.json").read_text())
   assert saved["model_type"] == "clip" and saved["projection_dim"] == 16
   assert saved["text_config"]["eos_token_id"] == 813 and saved["vision_config"]["patch_size"] == 8
   assert saved["image_mean"] == list(clip.OPENAI_MEAN)  # the fixture has no preprocessor_config.json
@@ -177,7 +170,7 @@ def test_converted_directory_keeps_the_config_and_the_checkpoint_s_normalization
   old_style = {k: v for k, v in saved.items() if k not in ("text_config", "vision_config")}  # transformers < 4.24
   old_style |= {"text_config": None, "text_config_dict": saved["text_config"],
                 "vision_config_dict": saved["vision_config"]}
-  assert clip.CLIPConfig.from_dict(old_style) == checkpoint.load(converted, "clip").config
+  assert clip.CLIPConfig.from_dict(old_style) == checkpoint.load(clip_weights, "clip").config
   (source / "preprocessor_config.json").write_text(json.dumps({"image_std": [0.5, 0.0, 0.5]}))
   with pytest.raises(cw.ConversionError, match=r"'image_std' must be 3 numbers > 0, got \[0.5, 0.0, 0.5\]"):
     cw.convert_hf("hf_clip", source, tmp_path / "out2")

@@ -80,6 +80,19 @@ CASES = [
          "--data_dir={t}/new", match="colour", absent=("new",)),
     case(BUILD, "set-without-equals", "--dataset=alt_text_captions", "--set=colour", "--manual_dir={t}/folder",
          "--data_dir={t}/new", absent=("new",)),
+    *(case(BUILD, f"set-clip-{name}", "--dataset=alt_text_captions", *(f"--set={item}" for item in items),
+           "--manual_dir={t}/folder", "--data_dir={t}/new", match=match, absent=("new",))
+      for name, items, match in (
+          ("threshold-out-of-range", ("clip_weights=clip", "clip_threshold=1.5"), "clip_threshold=1.5 is out of range"),
+          ("threshold-unknown", ("clip_weights=clip", "clip_threshold=laion2b"), "laion2b is not a CLIP cut-off"),
+          ("threshold-a-top-share", ("clip_weights=clip", "clip_threshold=datacomp_l14_top30"), "a top share"),
+          ("threshold-without-weights", ("clip_threshold=laion",), "needs a CLIP model"))),
+    # TFDS records the builder config before it looks into the manual dir: bookkeeping, not an output.
+    *(case(BUILD, f"set-clip-weights-{name}", "--dataset=alt_text_captions", f"--set=clip_weights={weights}",
+           "--manual_dir={t}/i2d", "--data_dir={t}/new", files={"i2d/00000.tar": b""}, match=match,
+           leaves=("new/alt_text_captions/.config/metadata.json",))
+      for name, weights, match in (("missing", "nowhere", "i2d/nowhere/config.json is missing — convert it"),
+                                   ("not-clip", "{a}/bert", "holds a bert model, not a clip one"))),
     case(BUILD, "damaged-dataset-without-its-manual-files", "--dataset=cc3m", "--data_dir={dd:cc3m-shard-cut}",
          match=f"{TRAIN_SHARD} holds 0 records"),
     case(BUILD, "config-escapes", "--dataset=synthetic_scenes/../../x", "--data_dir={t}/new", absent=("new",)),

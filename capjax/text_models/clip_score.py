@@ -25,7 +25,7 @@ from capjax.image import io as image_io
 from capjax.text_models import checkpoint, tokenizers
 from capjax.text_models.clip import CLIPConfig
 
-REASON = "clip_score"  # a filter stage's reason for a pair below the cut-off
+REASON = "clip_below_threshold"  # a filter stage's reason for a pair below the cut-off
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from etils import epath
 
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
+from tfds_builders.alt_text_captions import clip_stage as clip_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
 from tfds_builders.progress import Progress
@@ -78,7 +79,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
                                            _describe),
     )
 
-  def _manual_paths(self, dl_manager) -> tuple[list[str], str, str]:
+  def _manual_paths(self, dl_manager) -> tuple[list[str], str, str, str]:
     try:
       manual_dir = epath.Path(dl_manager.manual_dir)
     except AssertionError as e:
@@ -90,7 +91,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       raise ManualDataError(f"{manual_dir} holds no img2dataset shard (NNNNN.tar or NNNNN/) — run img2dataset with "
                             f"--output_folder={manual_dir} ({_INSTRUCTIONS_POINTER})")
     settings = self.builder_config.settings
-    labels = weights = ""
+    labels = weights = clip = ""
     if settings.cross_filter == "irv2":
       weights = os.fspath(manual_dir / settings.labeler_weights)
       if not os.path.isfile(os.path.join(weights, "metadata.json")):
@@ -101,44 +102,46 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       if not os.path.isfile(labels):
         raise ManualDataError(f"labels_file {labels} does not exist — give a CC3M image-labels TSV "
                               "(--set=labels_file=FILE, relative to the manual dir)")
-    return shards, labels, weights
+    if settings.clip_weights:
+      clip = os.fspath(manual_dir / settings.clip_weights)
+      _check_clip_weights(clip)
+    return shards, labels, weights, clip
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
-    shards, labels, weights = self._manual_paths(dl_manager)
-    return {"train": self._generate_examples(shards, labels, weights)}
+    shards, labels, weights, clip = self._manual_paths(dl_manager)
+    return {"train": self._generate_examples(shards, labels, weights, clip)}
 
-  def _generate_examples(self, shards: list[str], labels: str, weights: str):
+  def _generate_examples(self, shards: list[str], labels: str, weights: str, clip: str):
     """The examples: a Beam PTransform when the build runs on Beam, else a generator. Either writes the funnel
     (the build report) into the dataset's folder once the last example is out (tfds_builders/report.py)."""
+    settings = self.builder_config.settings
     if self.uses_beam():
-      return _beam_transform(shards, self.builder_config.settings, labels, weights, os.fspath(self.data_dir))
-    return self._plain_examples(shards, labels, weights)
+      return _beam_transform(shards, settings, (labels, weights, clip), os.fspath(self.data_dir))
+    return self._plain_examples(shards, stages_lib.Stages(settings, labels, weights, clip))
 
-  def _plain_examples(self, shards: list[str], labels: str, weights: str) -> Iterator[tuple[str, dict[str, Any]]]:
+  def _plain_examples(self, shards: list[str], stages: stages_lib.Stages) -> Iterator[tuple[str, dict[str, Any]]]:
     """The examples of `_stage_examples`; none at all is a ManualDataError with the funnel (where every candidate
     went), which is printed too, as after a build, instead of TFDS's "No examples were yielded"."""
     report = report_lib.Report()
 
     def nothing_kept() -> str:
-      funnel = stages_lib.funnel(report)
+      funnel = stages_lib.funnel(report, stages.settings.stages())
       print(stages_lib.format_funnel(funnel), flush=True)
-      stages = "; ".join(f"{e['stage']} {e['in']:,} → {e['out']:,}" + (
+      where = "; ".join(f"{e['stage']} {e['in']:,} → {e['out']:,}" + (
           f" ({', '.join(f'{r} {n}' for r, n in e['reasons'].items())})" if e["reasons"] else "")
           for e in funnel)
-      return f"every candidate of the {len(shards)} shard(s) in the manual dir was dropped: {stages}"
-    yield from at_least_one(self._stage_examples(shards, labels, weights, report), nothing_kept,
+      return f"every candidate of the {len(shards)} shard(s) in the manual dir was dropped: {where}"
+    yield from at_least_one(self._stage_examples(shards, stages, report), nothing_kept,
                             "check the manual dir's shards, or loosen the --set settings of the stage that dropped "
                             f"them all ({_INSTRUCTIONS_POINTER})")
-    report_lib.write_part(self.data_dir, "train", {"funnel": stages_lib.funnel(report),
-                                                   "shards": stages_lib.shard_counts(report)})
+    report_lib.write_part(self.data_dir, "train", stages_lib.report_part(report, stages.settings))
 
-  def _stage_examples(self, shards: list[str], labels: str, weights: str,
+  def _stage_examples(self, shards: list[str], stages: stages_lib.Stages,
                       report: report_lib.Report) -> Iterator[tuple[str, dict[str, Any]]]:
     """Two passes: stages a-c per shard while counting concepts, each shard's survivors (small records, no images)
     written to a temporary file; then pruning, with each shard read again for its survivors' images. Memory holds
     one shard's survivors, not the build's (a few percent of 5 billion candidates at the paper's scale)."""
-    settings = self.builder_config.settings
-    stages = stages_lib.Stages(settings, labels, weights)
+    settings = stages.settings
     counts: collections.Counter = collections.Counter()
     concept_counts: collections.Counter = collections.Counter()
     # Shards done of the shards (a shard's candidates are not known before it is read), with candidates/s.
@@ -149,7 +152,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       for shard, path in zip(shards, survivors):
         with open(path, "w", encoding="utf-8") as f:
           for outcome, _ in stages_lib.shard_outcomes(shard, stages, counts):
-            stages_lib.count_outcome(report, outcome.stage, outcome.reason)
+            stages_lib.count_outcome(report, outcome.stage, outcome.reason, outcome.clip_score)
             progress.update(0, int(outcome.stage is not None), items=1)
             if outcome.stage is None:
               f.write(json.dumps(dataclasses.astuple(outcome)) + "\n")
@@ -180,20 +183,35 @@ def _read_outcomes(path: str) -> Iterator[stages_lib.Outcome]:
   Outcome's fields a line), in order."""
   with open(path, encoding="utf-8") as f:
     for line in f:
-      key, stage, reason, caption, alt_text, url, concepts, labels = json.loads(line)
-      yield stages_lib.Outcome(key, stage, reason, caption, alt_text, url, tuple(concepts), tuple(labels))
+      key, stage, reason, caption, alt_text, url, concepts, labels, clip_score = json.loads(line)
+      yield stages_lib.Outcome(key, stage, reason, caption, alt_text, url, tuple(concepts), tuple(labels), clip_score)
 
 
-def _beam_transform(shards: list[str], settings: stages_lib.Settings, labels: str, weights: str, data_dir: str):
-  """The Beam path, one DoFn per stage (stages_beam.py imports apache_beam, so only Beam builds import it)."""
+def _check_clip_weights(path: str) -> None:
+  """A ManualDataError unless `path` holds a converted CLIP (checkpoint.load's checks: config, tokenizer files, every
+  parameter), before any candidate is read."""
+  from capjax.text_models import checkpoint  # noqa: PLC0415 (JAX only for builds with the clip stage)
+  try:
+    checkpoint.load(path, "clip")
+  except checkpoint.WeightsError as error:
+    raise ManualDataError(f"clip_weights: {error}") from error
+
+
+def _beam_transform(shards: list[str], settings: stages_lib.Settings, paths: tuple[str, str, str], data_dir: str):
+  """The Beam path, one DoFn per stage (stages_beam.py imports apache_beam, so only Beam builds import it); `paths`
+  are the labels file, the labeler's and the CLIP's weights."""
   from tfds_builders.alt_text_captions import stages_beam  # noqa: PLC0415
-  return stages_beam.StagesPipeline(shards, settings, labels, weights, data_dir)
+  return stages_beam.StagesPipeline(shards, settings, paths, data_dir)
 
 
 def _assemble(settings: dict[str, Any], parts: dict[str, Any]) -> dict[str, Any]:
-  """The metadata: the funnel, the shards' counts, and the settings the build ran with."""
-  return {"funnel": parts["train"]["funnel"], "shards": parts["train"]["shards"], "settings": settings}
+  """The metadata: the funnel, the shards' counts, the settings the build ran with, and with the clip stage the
+  histogram of its scores."""
+  return {**parts["train"], "settings": settings}
 
 
 def _describe(metadata: Mapping[str, Any]) -> str:
-  return stages_lib.format_funnel(metadata["funnel"])
+  table = stages_lib.format_funnel(metadata["funnel"])
+  if clip_lib.SCORES in metadata:
+    table += "\n" + clip_lib.format_histogram(metadata[clip_lib.SCORES])
+  return table

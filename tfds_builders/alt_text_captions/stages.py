@@ -1,6 +1,7 @@
-"""The alt_text_captions stages in the paper's order (image, text, cross, hypernym, concepts), each one function
-giving a reason code that the plain path and the Beam DoFns (stages_beam.py) both call, plus the settings `--set`
-may change and the funnel that counts every candidate.
+"""The alt_text_captions stages in the paper's order (image, text, cross, hypernym, concepts), with the optional CLIP
+score (clip, off by default) after the cross filter, each one function giving a reason code that the plain path and
+the Beam DoFns (stages_beam.py) both call, plus the settings `--set` may change and the funnel that counts every
+candidate.
 
 Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset/).
 """
@@ -17,13 +18,16 @@ from capjax.image import filters as image_filters
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
+from tfds_builders.alt_text_captions import clip_stage as clip_lib
 
-STAGE_NAMES = ("image", "text", "cross", "hypernym", "concepts")
+STAGE_NAMES = ("image", "text", "cross", "clip", "hypernym", "concepts")  # clip: only with --set=clip_weights
+FIRST_STAGES = STAGE_NAMES[:3]  # per candidate, before the CLIP score (which scores batches)
 # The paper's figure for each stage (Sharma et al. 2018, section 3), printed beside the build's own.
 PAPER_FIGURES = {
     "image": "> 65% discarded",
     "text": "~3% of the rest survive",
     "cross": "~60% removed",
+    "clip": "not in the paper",
     "hypernym": "~20% removed",
     "concepts": "~55% removed",
 }
@@ -49,6 +53,8 @@ class Settings:
   labeler_threshold: float = 0.1  # a class's softmax probability must reach this
   labeler_min_depth: int = 6  # hypernyms nearer WordNet's root ("object", "whole", "organism") are not labels
   min_concept_count: int = 100  # pairs with a concept seen in this many pairs or fewer are dropped
+  clip_weights: str = ""  # a CLIP from `convert_weights --format=hf_clip` (relative to the manual dir, or absolute)
+  clip_threshold: str = ""  # datacomp_b32 (the default with clip_weights) | laion | a cosine in [-1, 1]
   text: tuple[tuple[str, Any], ...] = ()  # ("filters.max_chars", 1000), ("hypernyms.min_tokens", 3), ...
 
   def image_config(self) -> image_filters.ImageFilterConfig:
@@ -63,8 +69,19 @@ class Settings:
     return PipelineConfig(FilterConfig(**groups["filters"]), HypernymConfig(**groups["hypernyms"]),
                           self.min_concept_count)
 
+  def stages(self) -> tuple[str, ...]:
+    """The stages this build runs, in order: the clip stage only with clip_weights."""
+    return tuple(stage for stage in STAGE_NAMES if stage != "clip" or self.clip_weights)
+
+  def clip_cutoff(self) -> float:
+    """The minimum CLIP score the clip stage keeps."""
+    return clip_lib.parse_threshold(self.clip_threshold or clip_lib.DEFAULT_THRESHOLD).minimum
+
   def as_dict(self) -> dict[str, Any]:
-    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "text"}
+    """The settings as metadata records them (and as custom configs are named by): the clip stage's only when it
+    runs, so that a build without it is recorded and named as before the stage existed."""
+    off = () if self.clip_weights else ("clip_weights", "clip_threshold")
+    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "text" and f.name not in off}
     d.update({k: list(v) if isinstance(v, tuple) else v for k, v in self.text})
     return d
 
@@ -123,28 +140,48 @@ def parse_settings(items: Sequence[str]) -> Settings:
                      "capjax.tools.convert_weights)")
   if settings.cross_filter == "labels" and not settings.labels_file:
     raise ValueError("cross_filter=labels needs labels — add --set=labels_file=FILE (a CC3M image-labels TSV)")
+  if settings.clip_threshold and not settings.clip_weights:
+    raise ValueError(f"clip_threshold={settings.clip_threshold} needs a CLIP model — add --set=clip_weights=DIR "
+                     "(converted by `python -m capjax.tools.convert_weights --format=hf_clip`)")
+  if settings.clip_weights:
+    settings = dataclasses.replace(settings, clip_threshold=settings.clip_threshold or clip_lib.DEFAULT_THRESHOLD)
+    settings.clip_cutoff()  # a ValueError for a bad one, before anything is built
   return settings
 
 
 # ------------------------------------------------------------------------------------------------ funnel
 
 
-# The build's Report: "candidates" read; each stage's rejects counted under the stage's name, by reason; and the
-# shard-side counts of i2d.shard_candidates (shards, unsafe_member, ...) under their own names.
+# The build's Report: "candidates" read; each stage's rejects counted under the stage's name, by reason; the
+# CLIP scores of the pairs the clip stage scored, by bin (clip_stage.SCORES); and the shard-side counts of
+# i2d.shard_candidates (shards, unsafe_member, ...) under their own names.
 CANDIDATES = "candidates"
 
 
-def count_outcome(report: report_lib.Report, stage: str | None, reason: str | None) -> None:
-  """One candidate read: kept (stage None) or dropped by `stage` for `reason`."""
+def count_outcome(report: report_lib.Report, stage: str | None, reason: str | None,
+                  clip_score: float | None = None) -> None:
+  """One candidate read: kept (stage None) or dropped by `stage` for `reason`; its CLIP score if it had one."""
   report.count(CANDIDATES)
   if stage is not None:
     report.count(stage, reason=reason)
+  if clip_score is not None:
+    clip_lib.count_score(report, clip_score)
 
 
-def funnel(report: report_lib.Report) -> list[dict[str, Any]]:
-  """Per stage, in order, how many candidates came in, went out, and the reasons of those dropped."""
+def report_part(report: report_lib.Report, settings: Settings) -> dict[str, Any]:
+  """The build report's part both paths write: the funnel, the shards' counts, and with the clip stage the
+  histogram of its scores."""
+  part = {"funnel": funnel(report, settings.stages()), "shards": shard_counts(report)}
+  if settings.clip_weights:
+    part[clip_lib.SCORES] = clip_lib.histogram(report)
+  return part
+
+
+def funnel(report: report_lib.Report, stages: Sequence[str] = Settings().stages()) -> list[dict[str, Any]]:
+  """Per stage of `stages` (Settings.stages(): an off stage is not listed), in order, how many candidates came in,
+  went out, and the reasons of those dropped."""
   remaining, out = report.counts[CANDIDATES], []
-  for stage in STAGE_NAMES:
+  for stage in stages:
     reasons = {reason: int(n) for reason, n in sorted(report.reasons.get(stage, {}).items())}
     dropped = sum(reasons.values())
     out.append({"stage": stage, "in": int(remaining), "out": int(remaining - dropped), "reasons": reasons})
@@ -154,7 +191,8 @@ def funnel(report: report_lib.Report) -> list[dict[str, Any]]:
 
 def shard_counts(report: report_lib.Report) -> dict[str, int]:
   """The shard-side counts of the report, by name."""
-  return {k: int(n) for k, n in sorted(report.counts.items()) if k != CANDIDATES and k not in STAGE_NAMES}
+  return {k: int(n) for k, n in sorted(report.counts.items())
+          if k not in (CANDIDATES, clip_lib.SCORES) and k not in STAGE_NAMES}
 
 
 def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
@@ -227,6 +265,7 @@ class Outcome:
   url: str = ""
   concepts: tuple[str, ...] = ()
   labels: tuple[str, ...] = ()
+  clip_score: float | None = None  # with the clip stage, the pair's score (for the report's histogram)
 
 
 @dataclasses.dataclass
@@ -236,6 +275,7 @@ class Item:
   candidate: i2d.Candidate
   text: str = ""  # the normalized, boilerplate-stripped alt-text the text stage annotated
   labels: tuple[str, ...] = ()  # the labeler's labels (cross stage)
+  clip_score: float | None = None  # the image's CLIP score with the alt-text (clip stage)
   shard: str = ""  # the shard it was read from (the Beam path reads its image again there)
   annotation: Any = dataclasses.field(default=None, repr=False, compare=False)
 
@@ -246,13 +286,13 @@ class Item:
 
 class Stages:
   """The per-candidate stages as one method each (`stage(name)`), in the paper's order, holding what they load: the
-  unsafe scorer, NLTK resources and caches (capjax.text), the labels file or the IRv2 labeler. Build one per
-  process; the plain path calls `__call__`, the Beam path one stage per DoFn (stages_beam.py)."""
+  unsafe scorer, NLTK resources and caches (capjax.text), the labels file or the IRv2 labeler, the CLIP scorer.
+  Build one per process; the plain path calls `outcomes`, the Beam path one stage per DoFn (stages_beam.py)."""
 
-  def __init__(self, settings: Settings, labels_path: str = "", weights_path: str = ""):
+  def __init__(self, settings: Settings, labels_path: str = "", weights_path: str = "", clip_path: str = ""):
     self.settings = settings
     self.image_config = settings.image_config()
-    self._labels_path, self._weights_path = labels_path, weights_path
+    self._labels_path, self._weights_path, self._clip_path = labels_path, weights_path, clip_path
 
   # Loaded on first use, so a worker running only the image stage never loads NLTK or the labeler.
   @functools.cached_property
@@ -276,17 +316,27 @@ class Stages:
     return Irv2Labeler(self._weights_path, self.settings.labeler_top_k, self.settings.labeler_threshold,
                        self.settings.labeler_min_depth)
 
+  @functools.cached_property
+  def clip(self):
+    """The CLIP scorer (clip_score.Scorer), or None without the clip stage."""
+    if not self.settings.clip_weights:
+      return None
+    return clip_lib.load_scorer(self._clip_path)
+
   def load(self, stage: str) -> None:
     """Loads what `stage` needs now (a DoFn's setup), not inside its first work item."""
     if stage == "image":
       _ = self.scorer
+    elif stage == "clip":
+      _ = self.clip
     else:
       _ = self.text
       if stage == "cross":
         _ = self.labels, self.labeler
 
   def stage(self, name: str) -> Callable[[Item], tuple[str | None, Any]]:
-    """The function of stage `name` (image, text, cross, hypernym): the plain path and the Beam DoFns call this."""
+    """The function of stage `name` (image, text, cross, hypernym; clip as `clip_stage`, a batch at a time): the
+    plain path and the Beam DoFns call this."""
     return getattr(self, f"{name}_stage")
 
   def caption_forms(self, alt_text: str) -> set[str]:
@@ -320,22 +370,51 @@ class Stages:
     reason = cross_filter(labels, annotation_forms(annotation), self.text.annotator)
     return reason, dataclasses.replace(item, labels=tuple(labels), annotation=annotation)
 
+  def clip_stage(self, items: Sequence[Item]) -> list[tuple[str | None, Item]]:
+    """Beyond the paper: the CLIP score of each image with its alt-text as harvested (DataComp scores the raw
+    alt-text), below the clip_threshold cut-off a reject. A batch of items at a time (clip_stage.BATCH make one
+    call); each item comes back with its score."""
+    scored = clip_lib.score(self.clip, [i.candidate.image for i in items], [i.candidate.caption for i in items],
+                            self.settings.clip_cutoff(), self.settings.max_pixels)
+    return [(reason, dataclasses.replace(item, clip_score=score)) for item, (reason, score) in zip(items, scored)]
+
   def hypernym_stage(self, item: Item) -> tuple[str | None, Outcome]:
     """The repair step: hypernymization, whose rejects the paper counts after the cross filter."""
     c = item.candidate
     record = self.text.hypernymize(c.key, c.caption, self._annotation(item))
     if record.reason is not None:
-      return record.reason, Outcome(c.key, "hypernym", record.reason)
-    return None, Outcome(c.key, None, None, record.caption, c.caption, c.url, record.concepts, item.labels)
+      return record.reason, Outcome(c.key, "hypernym", record.reason, clip_score=item.clip_score)
+    return None, Outcome(c.key, None, None, record.caption, c.caption, c.url, record.concepts, item.labels,
+                         item.clip_score)
+
+  def outcomes(self, candidates: Iterable[i2d.Candidate]) -> Iterator[tuple[i2d.Candidate, Outcome]]:
+    """Stages a to c, the CLIP score if on and the hypernym repair, for each candidate: the plain path. The clip
+    stage scores clip_stage.BATCH survivors of a-c at a time, so its outcomes may come after later candidates'."""
+    waiting: list[Item] = []
+    for candidate in candidates:
+      item = Item(candidate)
+      for stage in FIRST_STAGES:
+        reason, item = self.stage(stage)(item)
+        if reason is not None:
+          yield candidate, Outcome(candidate.key, stage, reason)
+          break
+      else:
+        waiting.append(item)
+      if len(waiting) == (clip_lib.BATCH if self.settings.clip_weights else 1):
+        yield from self._repaired(waiting)
+        waiting = []
+    yield from self._repaired(waiting)
 
   def __call__(self, candidate: i2d.Candidate) -> Outcome:
-    """Stages a to c and the hypernym repair for one candidate: the plain path."""
-    item = Item(candidate)
-    for stage in STAGE_NAMES[:-2]:
-      reason, item = self.stage(stage)(item)
-      if reason is not None:
-        return Outcome(candidate.key, stage, reason)
-    return self.hypernym_stage(item)[1]
+    """Every per-candidate stage for one candidate (the clip stage on a batch of one)."""
+    return next(self.outcomes([candidate]))[1]
+
+  def _repaired(self, items: Sequence[Item]) -> Iterator[tuple[i2d.Candidate, Outcome]]:
+    """Survivors of a-c through the clip stage (when on) and the hypernym repair."""
+    scored = self.clip_stage(items) if self.settings.clip_weights else [(None, item) for item in items]
+    for reason, item in scored:
+      yield item.candidate, (self.hypernym_stage(item)[1] if reason is None else
+                             Outcome(item.candidate.key, "clip", reason, clip_score=item.clip_score))
 
 
 def example(outcome: Outcome, image: bytes) -> dict[str, Any]:
@@ -345,8 +424,7 @@ def example(outcome: Outcome, image: bytes) -> dict[str, Any]:
 
 def shard_outcomes(shard: str, stages: Stages, counts: collections.Counter) -> Iterator[tuple[Outcome, bytes | None]]:
   """Every candidate of one shard through stages a-c, with its image bytes when it survived."""
-  for candidate in i2d.shard_candidates(shard, counts):
-    outcome = stages(candidate)
+  for candidate, outcome in stages.outcomes(i2d.shard_candidates(shard, counts)):
     yield outcome, candidate.image if outcome.stage is None else None
 
 

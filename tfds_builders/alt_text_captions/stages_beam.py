@@ -1,8 +1,8 @@
 """The alt_text_captions Beam pipeline: one work item per shard, then one DoFn per stage of stages.py (image, text,
-cross, hypernym, concepts), each tagging its rejects with their reason, and the funnel: one Report summed from
-those tags and the shards' counts. No image bytes wait for the global concept counts nor cross a shuffle: the
-hypernym stage drops them (its outcome keeps the shard's name), and the kept outcomes, grouped by shard, read
-their images again there (stages.shard_examples, the plain path's second pass).
+cross, clip when on, hypernym, concepts), each tagging its rejects with their reason, and the funnel: one Report
+summed from those tags and the shards' counts. No image bytes wait for the global concept counts nor cross a
+shuffle: the hypernym stage drops them (its outcome keeps the shard's name), and the kept outcomes, grouped by
+shard, read their images again there (stages.shard_examples, the plain path's second pass).
 
 Imported by package name only (workers unpickle these DoFns by module path; see tfds_builders/img2dataset/), and
 only when Beam runs: this module imports apache_beam at the top.
@@ -21,6 +21,7 @@ import apache_beam as beam
 from capjax.text import concepts as concepts_lib
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
+from tfds_builders.alt_text_captions import clip_stage as clip_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.progress import log_shard
 
@@ -28,20 +29,21 @@ KEPT, REJECTS, COUNTS = "kept", "rejects", "counts"
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_stages(settings: stages_lib.Settings, labels: str, weights: str) -> stages_lib.Stages:
-  """One Stages per worker process, shared by every stage's DoFn there: NLTK and the labeler load once, not once
-  per DoFn instance."""
-  return stages_lib.Stages(settings, labels, weights)
+def _worker_stages(settings: stages_lib.Settings, labels: str, weights: str, clip: str) -> stages_lib.Stages:
+  """One Stages per worker process, shared by every stage's DoFn there: NLTK, the labeler and CLIP load once, not
+  once per DoFn instance."""
+  return stages_lib.Stages(settings, labels, weights, clip)
 
 
 class _StagesDoFn(beam.DoFn):
-  """A DoFn holding the worker's Stages, built in setup (not pickled with the DoFn)."""
+  """A DoFn holding the worker's Stages, built in setup (not pickled with the DoFn); `paths` are the labels file,
+  the labeler's and the CLIP's weights."""
 
   stage = ""
 
-  def __init__(self, settings: stages_lib.Settings, labels: str, weights: str):
+  def __init__(self, settings: stages_lib.Settings, paths: tuple[str, str, str]):
     super().__init__()
-    self._args = (settings, labels, weights)
+    self._args = (settings, *paths)
     self._stages: stages_lib.Stages | None = None
 
   def setup(self):
@@ -76,8 +78,8 @@ class StageFn(_StagesDoFn):
   """One of the stages image, text, cross: the item on the main output if kept, else (key, stage, reason) tagged
   `rejects` (no image bytes)."""
 
-  def __init__(self, stage: str, settings: stages_lib.Settings, labels: str, weights: str):
-    super().__init__(settings, labels, weights)
+  def __init__(self, stage: str, settings: stages_lib.Settings, paths: tuple[str, str, str]):
+    super().__init__(settings, paths)
     self.stage = stage
 
   def process(self, item: stages_lib.Item) -> Iterator[Any]:
@@ -86,6 +88,24 @@ class StageFn(_StagesDoFn):
       yield item
     else:
       yield beam.pvalue.TaggedOutput(REJECTS, (item.candidate.key, self.stage, reason))
+
+
+class ClipFn(_StagesDoFn):
+  """Beyond the paper: the CLIP score of a batch of items (beam.BatchElements of clip_stage.BATCH), each kept item on
+  the main output, each reject tagged `rejects`, and the batch's scores as a Report tagged `counts` (the
+  histogram)."""
+
+  stage = "clip"
+
+  def process(self, items: list[stages_lib.Item]) -> Iterator[Any]:
+    scores = report_lib.Report()
+    for reason, item in self._stages.clip_stage(items):
+      clip_lib.count_score(scores, item.clip_score)
+      if reason is None:
+        yield item
+      else:
+        yield beam.pvalue.TaggedOutput(REJECTS, (item.candidate.key, self.stage, reason))
+    yield beam.pvalue.TaggedOutput(COUNTS, scores)
 
 
 class HypernymFn(_StagesDoFn):
@@ -154,20 +174,20 @@ def reject_report(reject: tuple[str, str, str]) -> report_lib.Report:
   return report_lib.Report().count(stage, reason=reason)
 
 
-def write_report(report: report_lib.Report, data_dir: str) -> None:
-  report_lib.write_part(data_dir, "train", {"funnel": stages_lib.funnel(report),
-                                            "shards": stages_lib.shard_counts(report)})
+def write_report(report: report_lib.Report, data_dir: str, settings: stages_lib.Settings) -> None:
+  report_lib.write_part(data_dir, "train", stages_lib.report_part(report, settings))
 
 
 class StagesPipeline(beam.PTransform):
-  """Shards → Reshuffle → ReadShard → image → text → cross → hypernym (bytes dropped) → concepts (CountConcepts
-  as a side input) → KeptByShard → ReadKept (the shard read again) → (key, example); every stage's rejects and
-  the read counts, as Reports, summed by one combine into the build report's part in `data_dir`, the dataset's
-  folder being built (tfds_builders/report.py)."""
+  """Shards → Reshuffle → ReadShard → image → text → cross → [ClipBatches → clip] → hypernym (bytes dropped) →
+  concepts (CountConcepts as a side input) → KeptByShard → ReadKept (the shard read again) → (key, example); every
+  stage's rejects, the read counts and the CLIP scores, as Reports, summed by one combine into the build report's
+  part in `data_dir`, the dataset's folder being built (tfds_builders/report.py). `paths`: the labels file, the
+  labeler's and the CLIP's weights."""
 
-  def __init__(self, shards: list[str], settings: stages_lib.Settings, labels: str, weights: str, data_dir: str):
+  def __init__(self, shards: list[str], settings: stages_lib.Settings, paths: tuple[str, str, str], data_dir: str):
     super().__init__()
-    self._shards, self._settings, self._args = shards, settings, (settings, labels, weights)
+    self._shards, self._settings, self._args = shards, settings, (settings, paths)
     self._data_dir = data_dir
 
   def expand(self, pipeline_input):
@@ -175,25 +195,32 @@ class StagesPipeline(beam.PTransform):
             | "Shards" >> beam.Create(list(enumerate(self._shards)))
             | "OneShardPerWorker" >> beam.Reshuffle()
             | "ReadShard" >> beam.ParDo(ReadShardFn(len(self._shards))).with_outputs(COUNTS, main=KEPT))
-    items, rejects = read[KEPT], []
-    for stage in stages_lib.STAGE_NAMES[:3]:
+    items, rejects, counts = read[KEPT], [], [read[COUNTS]]
+    for stage in stages_lib.FIRST_STAGES:
       out = items | stage >> beam.ParDo(StageFn(stage, *self._args)).with_outputs(REJECTS, main=KEPT)
       items = out[KEPT]
       rejects.append(out[REJECTS])
+    if self._settings.clip_weights:  # batches of the fused items: no shuffle, so no image bytes cross one
+      out = (items
+             | "ClipBatches" >> beam.BatchElements(min_batch_size=clip_lib.BATCH, max_batch_size=clip_lib.BATCH)
+             | "clip" >> beam.ParDo(ClipFn(*self._args)).with_outputs(REJECTS, COUNTS, main=KEPT))
+      items = out[KEPT]
+      rejects.append(out[REJECTS])
+      counts.append(out[COUNTS])
     out = items | "hypernym" >> beam.ParDo(HypernymFn(*self._args)).with_outputs(REJECTS, main=KEPT)
     rejects.append(out[REJECTS])
-    counts = (out[KEPT]
-              | "ConceptsOf" >> beam.Map(outcome_concepts)
-              | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
+    concept_counts = (out[KEPT]
+                      | "ConceptsOf" >> beam.Map(outcome_concepts)
+                      | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
     pruned = out[KEPT] | "concepts" >> beam.ParDo(ConceptsFn(self._settings.min_concept_count),
-                                                   counts=beam.pvalue.AsSingleton(counts)).with_outputs(
+                                                   counts=beam.pvalue.AsSingleton(concept_counts)).with_outputs(
                                                        REJECTS, main=KEPT)
     rejects.append(pruned[REJECTS])
     reject_counts = tuple(rejects) | "AllRejects" >> beam.Flatten() | "RejectCounts" >> beam.Map(reject_report)
-    _ = ((reject_counts, read[COUNTS])
+    _ = ((reject_counts, *counts)
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine)
-         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
+         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir, settings=self._settings))
     return (pruned[KEPT]
             | "KeptByShard" >> beam.GroupByKey()
             | "ReadKept" >> beam.FlatMap(shard_examples))
