@@ -10,7 +10,7 @@ import pathlib
 import shutil
 import struct
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from tfds_builders.cc3m.make_dummy_data import write_files_shard, write_tar
 
@@ -27,6 +27,40 @@ def jpeg(seed: int, width: int = 480, height: int = 440, mode: str = "RGB") -> b
   buffer = io.BytesIO()
   Image.fromarray(pixels.astype(np.uint8)).convert(mode).save(buffer, "JPEG", quality=50)
   return buffer.getvalue()
+
+
+def scene(seed: int, width: int = 480, height: int = 440, quality: int = 90) -> bytes:
+  """A JPEG of a seeded scene of a dozen coloured rectangles and ellipses: structure that a perceptual hash sees
+  (the smooth gradients of `jpeg` all look alike to it)."""
+  rng = np.random.default_rng(seed)
+  image = Image.new("RGB", (640, 480), tuple(int(v) for v in rng.integers(0, 256, 3)))
+  draw = ImageDraw.Draw(image)
+  for _ in range(12):
+    x, y = int(rng.integers(0, 640)), int(rng.integers(0, 480))
+    box = (x, y, x + int(rng.integers(20, 320)), y + int(rng.integers(20, 240)))
+    (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=tuple(int(v) for v in rng.integers(0, 256, 3)))
+  buffer = io.BytesIO()
+  image.resize((width, height), Image.Resampling.LANCZOS).save(buffer, "JPEG", quality=quality)
+  return buffer.getvalue()
+
+
+def cropped(data: bytes, share: float) -> bytes:
+  """A JPEG of `data` with `share` of each side cut off (half at each edge), saved again at quality 90."""
+  with Image.open(io.BytesIO(data)) as image:
+    width, height = image.size
+    dx, dy = round(width * share / 2), round(height * share / 2)
+    buffer = io.BytesIO()
+    image.crop((dx, dy, width - dx, height - dy)).save(buffer, "JPEG", quality=90)
+  return buffer.getvalue()
+
+
+def near_copies(i: int) -> bytes:
+  """`write_generated`'s images for the dedup stage: groups of ten, each opening with scene i (480 x 440, i % 10
+  = 0), then three near-copies of it: larger (640 x 587, more pixels: it ranks first), re-encoded at quality 30
+  (as many pixels), cropped by 5%; the other six are scenes of their own."""
+  first = i - i % 10
+  return {1: scene(first, 640, 587), 2: scene(first, quality=30), 3: cropped(scene(first), 0.05)}.get(
+      i % 10, scene(i))
 
 
 def png(width: int = 480, height: int = 440) -> bytes:
@@ -133,9 +167,10 @@ def generated_defect(i: int) -> str:
           33: "twice"}.get(i % 100, "")
 
 
-def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None) -> None:
+def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None, captions=None) -> None:
   """A manual dir of `n` candidates with `generated_defect`'s defects, webdataset shards of `per_shard` with
-  parquet sidecars; `image(i)` gives candidate i's JPEG bytes (480x440 by default: they pass the image stage)."""
+  parquet sidecars; `image(i)` gives candidate i's JPEG bytes (480x440 by default: they pass the image stage), and
+  `captions` (i → alt-text) replaces some alt-texts."""
   from tfds_builders.cc3m.make_dummy_data import write_parquet  # noqa: PLC0415
   image = image or jpeg
   root.mkdir(parents=True, exist_ok=True)
@@ -147,6 +182,7 @@ def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None)
     caption = {"boilerplate": "click here", "unresolved": "Zxqwv Blorftson attends the party at the club.",
                "rare": "Harrison Ford attends the premiere of the film."}.get(
                    defect, _GENERATED_CAPTIONS[i % len(_GENERATED_CAPTIONS)])
+    caption = (captions or {}).get(i, caption)
     data = None if defect == "failed" else jpeg(i, 300, 300) if defect == "small" else image(i)
     entry = (key, data, meta(key, caption, "failed_to_download" if data is None else "success"))
     shards[number].append(entry)

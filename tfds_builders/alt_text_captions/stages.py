@@ -1,6 +1,7 @@
 """The alt_text_captions stages in the paper's order (image, text, cross, hypernym, concepts), each one function
 giving a reason code that the plain path and the Beam DoFns (stages_beam.py) both call, plus the settings `--set`
-may change and the funnel that counts every candidate.
+may change and the funnel that counts every candidate. One stage beyond the paper, off by default: dedup (before
+concepts), which drops near-duplicates within the build and near-copies of evaluation images (dedup.py).
 
 Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset/).
 """
@@ -10,24 +11,32 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from capjax.image import filters as image_filters
+from capjax.image import phash as phash_lib
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
+from tfds_builders.alt_text_captions import dedup as dedup_lib
 
-STAGE_NAMES = ("image", "text", "cross", "hypernym", "concepts")
+STAGE_NAMES = ("image", "text", "cross", "hypernym", "dedup", "concepts")
+PER_CANDIDATE = ("image", "text", "cross")  # the stages that decide from one candidate alone, before the repair
 # The paper's figure for each stage (Sharma et al. 2018, section 3), printed beside the build's own.
 PAPER_FIGURES = {
     "image": "> 65% discarded",
     "text": "~3% of the rest survive",
     "cross": "~60% removed",
     "hypernym": "~20% removed",
+    "dedup": "(not in the paper)",
     "concepts": "~55% removed",
 }
 CROSS_FILTERS = ("irv2", "labels", "none")
+# The stages beyond the paper, and the settings that belong to each: a stage that is off is not in the funnel, and
+# its settings at their defaults are not in the metadata (nor in a custom config's name), as before it existed.
+OPTIONAL_STAGES = {"dedup": ("dedup", "dedup_threshold", "exclude", "exclude_data_dir")}
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -49,6 +58,10 @@ class Settings:
   labeler_threshold: float = 0.1  # a class's softmax probability must reach this
   labeler_min_depth: int = 6  # hypernyms nearer WordNet's root ("object", "whole", "organism") are not labels
   min_concept_count: int = 100  # pairs with a concept seen in this many pairs or fewer are dropped
+  dedup: str = ""  # '' (off) | phash: of near-duplicates within the build, the best-ranked kept (dedup.py)
+  dedup_threshold: int = 10  # pHashes within this Hamming distance (of 64 bits) are near-duplicates
+  exclude: tuple[str, ...] = ()  # NAME[/CONFIG]:SPLIT of built datasets: their near-copies dropped (eval_leak)
+  exclude_data_dir: str = ""  # where the exclude datasets are built ('' for the build's own data dir)
   text: tuple[tuple[str, Any], ...] = ()  # ("filters.max_chars", 1000), ("hypernyms.min_tokens", 3), ...
 
   def image_config(self) -> image_filters.ImageFilterConfig:
@@ -63,8 +76,14 @@ class Settings:
     return PipelineConfig(FilterConfig(**groups["filters"]), HypernymConfig(**groups["hypernyms"]),
                           self.min_concept_count)
 
+  def stages(self) -> tuple[str, ...]:
+    """The stages this build runs, in order: the paper's, and the optional ones turned on."""
+    on = {"dedup": bool(self.dedup or self.exclude)}
+    return tuple(stage for stage in STAGE_NAMES if on.get(stage, True))
+
   def as_dict(self) -> dict[str, Any]:
-    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "text"}
+    off = {name for stage, names in OPTIONAL_STAGES.items() if stage not in self.stages() for name in names}
+    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "text" and f.name not in off}
     d.update({k: list(v) if isinstance(v, tuple) else v for k, v in self.text})
     return d
 
@@ -123,6 +142,7 @@ def parse_settings(items: Sequence[str]) -> Settings:
                      "capjax.tools.convert_weights)")
   if settings.cross_filter == "labels" and not settings.labels_file:
     raise ValueError("cross_filter=labels needs labels — add --set=labels_file=FILE (a CC3M image-labels TSV)")
+  dedup_lib.check_settings(settings)
   return settings
 
 
@@ -141,10 +161,11 @@ def count_outcome(report: report_lib.Report, stage: str | None, reason: str | No
     report.count(stage, reason=reason)
 
 
-def funnel(report: report_lib.Report) -> list[dict[str, Any]]:
-  """Per stage, in order, how many candidates came in, went out, and the reasons of those dropped."""
+def funnel(report: report_lib.Report, stages: Sequence[str] = Settings().stages()) -> list[dict[str, Any]]:
+  """Per stage of `stages` (`Settings.stages`), in order, how many candidates came in, went out, and the reasons
+  of those dropped."""
   remaining, out = report.counts[CANDIDATES], []
-  for stage in STAGE_NAMES:
+  for stage in stages:
     reasons = {reason: int(n) for reason, n in sorted(report.reasons.get(stage, {}).items())}
     dropped = sum(reasons.values())
     out.append({"stage": stage, "in": int(remaining), "out": int(remaining - dropped), "reasons": reasons})
@@ -154,7 +175,17 @@ def funnel(report: report_lib.Report) -> list[dict[str, Any]]:
 
 def shard_counts(report: report_lib.Report) -> dict[str, int]:
   """The shard-side counts of the report, by name."""
-  return {k: int(n) for k, n in sorted(report.counts.items()) if k != CANDIDATES and k not in STAGE_NAMES}
+  return {k: int(n) for k, n in sorted(report.counts.items())
+          if k not in (CANDIDATES, dedup_lib.EVAL_LEAKS) and k not in STAGE_NAMES}
+
+
+def report_part(report: report_lib.Report, settings: Settings) -> dict[str, Any]:
+  """The build report's part both paths write: the funnel of the stages run, the shards' counts, and with
+  exclude, the candidates dropped per evaluation split matched."""
+  part = {"funnel": funnel(report, settings.stages()), "shards": shard_counts(report)}
+  if settings.exclude:
+    part[dedup_lib.EVAL_LEAKS] = dedup_lib.leak_counts(report, settings.exclude)
+  return part
 
 
 def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
@@ -227,6 +258,19 @@ class Outcome:
   url: str = ""
   concepts: tuple[str, ...] = ()
   labels: tuple[str, ...] = ()
+  phash: int | None = None  # with the dedup stage on: the image's 64-bit pHash (None: its bytes did not hash)
+  pixels: int = 0  # and its pixels (the rank among near-duplicates: more first)
+
+  def hashed(self) -> phash_lib.Hashed:
+    return phash_lib.Hashed(self.key, self.phash, self.pixels)
+
+  def to_json(self) -> str:
+    """One JSON array of the fields (the plain path's survivors files)."""
+    return json.dumps(dataclasses.astuple(self))
+
+  @classmethod
+  def from_json(cls, line: str) -> Outcome:
+    return cls(*(tuple(value) if isinstance(value, list) else value for value in json.loads(line)))
 
 
 @dataclasses.dataclass
@@ -326,12 +370,14 @@ class Stages:
     record = self.text.hypernymize(c.key, c.caption, self._annotation(item))
     if record.reason is not None:
       return record.reason, Outcome(c.key, "hypernym", record.reason)
-    return None, Outcome(c.key, None, None, record.caption, c.caption, c.url, record.concepts, item.labels)
+    hashed = phash_lib.phash(c.image) if "dedup" in self.settings.stages() else None
+    return None, Outcome(c.key, None, None, record.caption, c.caption, c.url, record.concepts, item.labels,
+                         *(hashed or (None, 0)))
 
   def __call__(self, candidate: i2d.Candidate) -> Outcome:
     """Stages a to c and the hypernym repair for one candidate: the plain path."""
     item = Item(candidate)
-    for stage in STAGE_NAMES[:-2]:
+    for stage in PER_CANDIDATE:
       reason, item = self.stage(stage)(item)
       if reason is not None:
         return Outcome(candidate.key, stage, reason)
