@@ -370,7 +370,7 @@ def test_overlap_command_counts_near_copies_and_rejects_bad_input(paper_build, c
                          "error: alt_text_captions/paper has no split 'validation' — choose one of train"),
                         (["alt_text_captions/paper", "alt_text_captions/paper", "--threshold=65"],
                          "error: --threshold=65 is out of range — give a Hamming distance from 0 to 64"),
-                        (["alt_text_captions/paper"], "error: give two datasets, not 1")):
+                        (["alt_text_captions/paper"], "error: give two datasets, not 1 (alt_text_captions/paper)")):
     with pytest.raises(SystemExit) as exit_info:
       overlap.main(["overlap", *args, data_dir])
     assert exit_info.value.code == 2

@@ -12,8 +12,10 @@ feature, else the index in the split).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from absl import flags
 
@@ -42,14 +44,15 @@ def split_spec(spec: str) -> tuple[str, str]:
   return dataset, split
 
 
-def split_hashes(spec: str, data_dir: str) -> list[phash_lib.Hashed]:
-  """The hash of every image of a built dataset's split (`spec`: NAME[/CONFIG][:SPLIT]), its JPEG bytes read
-  undecoded and drafted; keys SPLIT/KEY. An image whose bytes do not hash is left out. Raises
-  UnusableDatasetError."""
-  import tensorflow_datasets as tfds  # noqa: PLC0415 (TensorFlow: not for --help and flag errors)
+def open_split(spec: str, data_dir: str) -> tuple[Any, list[str]]:
+  """The builder of a built dataset (`spec`: NAME[/CONFIG][:SPLIT]) with an `image` feature, and the splits to hash
+  (every split without one). Raises UnusableDatasetError."""
   from capjax.config_util import ConfigError  # noqa: PLC0415
-  from capjax.data import show, sources  # noqa: PLC0415 (JAX)
+  from capjax.data import show, sources  # noqa: PLC0415 (JAX and TensorFlow: not for --help and flag errors)
   dataset, split = split_spec(spec)
+  if os.path.exists(data_dir) and not os.path.isdir(data_dir):
+    raise UnusableDatasetError(f"--data_dir={data_dir} is a file, not a directory — give the TFDS data dir the "
+                               "datasets are built in")
   try:
     builder = show.open_builder(dataset, data_dir)
   except (sources.DatasetNotBuiltError, ConfigError) as e:
@@ -59,8 +62,15 @@ def split_hashes(spec: str, data_dir: str) -> list[phash_lib.Hashed]:
   splits = list(builder.info.splits)
   if split and split not in splits:
     raise UnusableDatasetError(f"{dataset} has no split {split!r} — choose one of {', '.join(splits)}")
+  return builder, [split] if split else splits
+
+
+def hashes(builder: Any, splits: Sequence[str]) -> list[phash_lib.Hashed]:
+  """The hash of every image of `splits` of an opened builder, its bytes read undecoded (JPEGs drafted); keys
+  SPLIT/KEY (the `key` feature, else the index). An image whose bytes do not hash is left out."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415
   hashed = []
-  for name in [split] if split else splits:
+  for name in splits:
     source = builder.as_data_source(split=name, decoders={"image": tfds.decode.SkipDecoding()})
     for index in range(len(source)):
       record = source[index]
@@ -68,6 +78,11 @@ def split_hashes(spec: str, data_dir: str) -> list[phash_lib.Hashed]:
       if (made := phash_lib.phash(record["image"])) is not None:
         hashed.append(phash_lib.Hashed(f"{name}/{key}", *made))
   return hashed
+
+
+def split_hashes(spec: str, data_dir: str) -> list[phash_lib.Hashed]:
+  """`hashes` of a built dataset's split (`open_split`). Raises UnusableDatasetError."""
+  return hashes(*open_split(spec, data_dir))
 
 
 def near_copies(a: Sequence[phash_lib.Hashed], b: Sequence[phash_lib.Hashed],
@@ -84,15 +99,19 @@ def near_copies(a: Sequence[phash_lib.Hashed], b: Sequence[phash_lib.Hashed],
 
 def main(argv: Sequence[str]) -> None:
   args = cli.parse(FLAGS, argv, __doc__, positional=True)
+  cli.quiet_library_logs()
   if len(args) != 2:
-    cli.fail(f"give two datasets, not {len(args)} — `python -m capjax.data.overlap A B` (NAME[/CONFIG][:SPLIT])")
+    given = f" ({' '.join(args)})" if args else ""
+    cli.fail(f"give two datasets, not {len(args)}{given} — `python -m capjax.data.overlap A B` "
+             "(NAME[/CONFIG][:SPLIT])")
   if wrong := phash_lib.check_threshold(_THRESHOLD.value):
     cli.fail(f"--threshold={wrong}")
   data_dir = integrity.data_dir(_DATA_DIR.value)
   try:
-    a, b = (split_hashes(spec, data_dir) for spec in args)
+    opened = [open_split(spec, data_dir) for spec in args]  # both checked before either is read
   except UnusableDatasetError as e:
     cli.fail(str(e))
+  a, b = (hashes(*split) for split in opened)
   pairs = near_copies(a, b, _THRESHOLD.value)
   share = f" ({len(pairs) / len(a):.1%})" if a else ""
   print(f"{len(pairs):,} of {len(a):,} images of {args[0]} have a near-copy in {args[1]} ({len(b):,} images) "
