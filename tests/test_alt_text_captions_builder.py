@@ -292,25 +292,13 @@ def test_phash_finds_resized_reencoded_and_cropped_copies_and_keeps_distinct_sce
   assert phash.phash(b"\xff\xd8\xff not a jpeg") is None
 
 
-def paper_copy(i: int) -> bytes:
-  """`dummy.near_copies`, except candidates 4 and 5: copies of the paper build's 000000000 and 000010000 (gradients
-  of `dummy.jpeg`) re-encoded at quality 90: leaks of that build's train split."""
-  import io
-  from PIL import Image
-  if i in (4, 5):
-    buffer = io.BytesIO()
-    Image.open(io.BytesIO(dummy.jpeg({4: 0, 5: 19}[i]))).save(buffer, "JPEG", quality=90)
-    return buffer.getvalue()
-  return dummy.near_copies(i)
-
-
 def test_dedup_and_exclude_drop_the_same_keys_on_both_paths(paper_build, tmp_path):
-  """40 candidates in 2 shards: 4 groups of a scene and 3 near-copies (dummy.near_copies; of group 10 the crop is
-  too small, of group 20 the larger copy's caption is a text reject), and 2 copies of images of the paper build's
-  train split, excluded. The concepts are counted after dedup: `actor` (candidates 30-33 and 35) is rare only then."""
+  """dummy.write_near_copies: 40 candidates in 2 shards, 4 groups of a scene and 3 near-copies (of group 10 the
+  crop is too small, of group 20 the larger copy's caption is a text reject), and 2 copies of images of the paper
+  build's train split, excluded. The concepts are counted after dedup: `actor` (candidates 30-33 and 35) is rare
+  only then."""
   manual = tmp_path / "manual"
-  actor = "Harrison Ford attends the premiere of the film."
-  dummy.write_generated(manual, 40, per_shard=20, image=paper_copy, captions=dict.fromkeys((30, 31, 32, 33, 35), actor))
+  dummy.write_near_copies(manual)
   items = ["dedup=phash", "exclude=alt_text_captions/paper:train",
            f"exclude_data_dir={paper_build.data_dir_root}", "min_concept_count=2"]
   plain = build(tmp_path / "plain", items, manual)

@@ -243,4 +243,7 @@ def _assemble(settings: dict[str, Any], parts: dict[str, Any]) -> dict[str, Any]
 
 
 def _describe(metadata: Mapping[str, Any]) -> str:
-  return stages_lib.format_funnel(metadata["funnel"])
+  """The funnel table; with exclude, a line of the candidates dropped per exclude split."""
+  leaks = metadata.get(dedup_lib.EVAL_LEAKS)
+  return stages_lib.format_funnel(metadata["funnel"]) + (
+      "\neval_leak by exclude split: " + ", ".join(f"{spec} {n}" for spec, n in leaks.items()) if leaks else "")

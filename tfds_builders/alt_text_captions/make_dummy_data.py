@@ -194,6 +194,30 @@ def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None,
     write_parquet(root / f"{number:05d}.parquet", [m for _, _, m in samples])
 
 
+def near_copies_and_leaks(i: int) -> bytes:
+  """`near_copies`, except candidates 4 and 5: the images of dummy_data's 000000000 and 000010000 (kept by its
+  paper build) saved again at quality 90, leaks of that build's train split when it is excluded."""
+  if i not in (4, 5):
+    return near_copies(i)
+  keys = [key for key, *_ in CANDIDATES]
+  buffer = io.BytesIO()
+  Image.open(io.BytesIO(jpeg(keys.index({4: "000000000", 5: "000010000"}[i])))).save(buffer, "JPEG", quality=90)
+  return buffer.getvalue()
+
+
+def write_near_copies(root: pathlib.Path) -> None:
+  """The dedup stage's set: 40 candidates in 2 shards, `generated_defect`'s defects, `near_copies_and_leaks`'
+  images, and the alt-text of a rare concept (actor) on candidates 30-33, one scene and its copies, and 35."""
+  actor = "Harrison Ford attends the premiere of the film."
+  write_generated(root, 40, per_shard=20, image=near_copies_and_leaks, captions=dict.fromkeys((30, 31, 32, 33, 35),
+                                                                                              actor))
+
+
 if __name__ == "__main__":
-  write_dummy(HERE / "dummy_data")
-  print(f"wrote {HERE / 'dummy_data'}")
+  import sys
+  if len(sys.argv) > 1:  # python -m tfds_builders.alt_text_captions.make_dummy_data DIR: the near-copies set
+    write_near_copies(pathlib.Path(sys.argv[1]))
+    print(f"wrote {sys.argv[1]}")
+  else:
+    write_dummy(HERE / "dummy_data")
+    print(f"wrote {HERE / 'dummy_data'}")
