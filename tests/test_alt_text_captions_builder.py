@@ -326,6 +326,8 @@ def test_dedup_settings_parse_and_reject():
   for items, message in ((["dedup=phash", "dedup_threshold=65"], "dedup_threshold=65 is out of range — give a "
                           "Hamming distance from 0 to 64"),
                          (["dedup_threshold=-1"], "dedup_threshold=-1 is out of range"),
+                         (["dedup_threshold=5"], "dedup_threshold=5 does nothing with the dedup stage off — add "
+                          "--set=dedup=phash"),
                          (["dedup=md5"], "dedup=md5 is no near-duplicate method — choose one of phash"),
                          (["exclude=karpathy/coco"], "exclude=karpathy/coco is no built dataset's split — give "
                           "NAME[/CONFIG]:SPLIT")):

@@ -29,6 +29,12 @@ def check_settings(settings: Any) -> None:
                      "(or leave dedup out)")
   if wrong := phash_lib.check_threshold(settings.dedup_threshold):
     raise ValueError(f"dedup_threshold={wrong}")
+  if "dedup" not in settings.stages():
+    defaults = type(settings)()
+    for name in ("dedup_threshold", "exclude_data_dir"):
+      if getattr(settings, name) != getattr(defaults, name):
+        raise ValueError(f"{name}={getattr(settings, name)} does nothing with the dedup stage off — add "
+                         "--set=dedup=phash or --set=exclude=NAME[/CONFIG]:SPLIT")
   for spec in settings.exclude:
     dataset, _, split = spec.partition(":")
     if not split or (wrong := integrity.dataset_problem(dataset)):

@@ -365,7 +365,8 @@ class Stages:
     return reason, dataclasses.replace(item, labels=tuple(labels), annotation=annotation)
 
   def hypernym_stage(self, item: Item) -> tuple[str | None, Outcome]:
-    """The repair step: hypernymization, whose rejects the paper counts after the cross filter."""
+    """The repair step: hypernymization, whose rejects the paper counts after the cross filter. With the dedup
+    stage on, a kept outcome carries its image's pHash and pixels, made here while the bytes are at hand."""
     c = item.candidate
     record = self.text.hypernymize(c.key, c.caption, self._annotation(item))
     if record.reason is not None:
