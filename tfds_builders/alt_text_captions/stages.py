@@ -371,9 +371,9 @@ class Stages:
     record = self.text.hypernymize(c.key, c.caption, self._annotation(item))
     if record.reason is not None:
       return record.reason, Outcome(c.key, "hypernym", record.reason)
-    hashed = phash_lib.phash(c.image) if "dedup" in self.settings.stages() else None
+    value, pixels = (phash_lib.phash(c.image) if "dedup" in self.settings.stages() else None) or (None, 0)
     return None, Outcome(c.key, None, None, record.caption, c.caption, c.url, record.concepts, item.labels,
-                         *(hashed or (None, 0)))
+                         phash=value, pixels=pixels)
 
   def __call__(self, candidate: i2d.Candidate) -> Outcome:
     """Stages a to c and the hypernym repair for one candidate: the plain path."""
