@@ -335,3 +335,98 @@ def test_a_build_that_keeps_no_candidate_is_one_error_line_with_the_funnel(tmp_p
                   "tfds_builders/alt_text_captions/README.md)")
   assert [row.split()[:3] for row in out.splitlines() if row.startswith("image")] == [["image", "22", "0"]]
   assert not list(tmp_path.glob("alt_text_captions/*/1.0.0"))
+
+
+# ------------------------------------------------------------------------------------------------ dedup stage
+
+
+def test_phash_finds_resized_reencoded_and_cropped_copies_and_keeps_distinct_scenes():
+  from capjax.image import phash
+  original = phash.phash(dummy.scene(0))[0]
+  copies = {"resized": dummy.scene(0, 640, 587), "quality 30": dummy.scene(0, quality=30),
+            "cropped 5%": dummy.cropped(dummy.scene(0), 0.05)}
+  assert {name: phash.distance(original, phash.phash(data)[0]) for name, data in copies.items()} == {
+      "resized": 0, "quality 30": 0, "cropped 5%": 6}
+  others = [phash.phash(dummy.scene(seed))[0] for seed in range(1, 8)]
+  assert min(phash.distance(original, other) for other in others) > 10
+  hashed = [phash.Hashed(f"k{i}", *phash.phash(dummy.near_copies(i))) for i in range(10)]
+  # The larger copy ranks first; of the two of equal size, the smaller key; the crop has fewer pixels.
+  assert phash.near_duplicates(hashed, 10) == {"k0", "k2", "k3"}
+  assert phash.near_duplicates(hashed, 0) == {"k0", "k2"}
+  assert phash.phash(b"\xff\xd8\xff not a jpeg") is None
+
+
+def test_dedup_and_exclude_drop_the_same_keys_on_both_paths(paper_build, tmp_path):
+  """dummy.write_near_copies: 40 candidates in 2 shards, 4 groups of a scene and 3 near-copies (of group 10 the
+  crop is too small, of group 20 the larger copy's caption is a text reject), and 2 copies of images of the paper
+  build's train split, excluded. The concepts are counted after dedup: `actor` (candidates 30-33 and 35) is rare
+  only then."""
+  manual = tmp_path / "manual"
+  dummy.write_near_copies(manual)
+  items = ["dedup=phash", "exclude=alt_text_captions/paper:train",
+           f"exclude_data_dir={paper_build.data_dir_root}", "min_concept_count=2"]
+  plain = build(tmp_path / "plain", items, manual)
+  funnel = {e["stage"]: (e["in"], e["out"], e["reasons"]) for e in plain.info.metadata["funnel"]}
+  assert funnel == {"image": (40, 38, {"download_failed": 1, "too_small": 1}), "text": (38, 37, {"too_short": 1}),
+                    "cross": (37, 37, {}), "hypernym": (37, 37, {}),
+                    "dedup": (37, 25, {"eval_leak": 2, "near_duplicate": 10}),
+                    "concepts": (25, 23, {"rare_concept": 2})}
+  assert plain.info.metadata["eval_leaks"] == {"alt_text_captions/paper:train": 2}
+  assert plain.info.metadata["settings"]["dedup_threshold"] == 10
+  beam = build(tmp_path / "beam", items, manual, beam=True)
+  for key in ("funnel", "shards", "eval_leaks"):
+    assert beam.info.metadata[key] == plain.info.metadata[key], key
+  want, got = raw_records(plain), raw_records(beam)
+  kept = [f"0000{i // 20}{i % 20:04d}" for i in (1, 6, 8, 9, 11, 14, 15, 16, 17, 18, 19, 20, 24, 25, 26, 27, 28, 29,
+                                                 34, 36, 37, 38, 39)]
+  assert sorted(got) == sorted(want) == kept
+
+
+def test_dedup_settings_parse_and_reject():
+  assert stages_lib.Settings().stages() == ("image", "text", "cross", "hypernym", "concepts")
+  assert "dedup" not in stages_lib.Settings().as_dict()  # off: the paper's metadata and config names as before
+  on = stages_lib.parse_settings(["dedup=phash", "dedup_threshold=0"])
+  assert on.stages() == ("image", "text", "cross", "hypernym", "dedup", "concepts")
+  assert on.as_dict()["dedup_threshold"] == 0
+  for items, message in ((["dedup=phash", "dedup_threshold=65"], "dedup_threshold=65 is out of range — give a "
+                          "Hamming distance from 0 to 64"),
+                         (["dedup_threshold=-1"], "dedup_threshold=-1 is out of range"),
+                         (["dedup_threshold=5"], "dedup_threshold=5 does nothing with the dedup stage off — add "
+                          "--set=dedup=phash"),
+                         (["dedup=md5"], "dedup=md5 is no near-duplicate method — choose one of phash"),
+                         (["exclude=karpathy/coco"], "exclude=karpathy/coco is no built dataset's split — give "
+                          "NAME[/CONFIG]:SPLIT")):
+    with pytest.raises(ValueError, match=re.escape(message)):
+      stages_lib.parse_settings(items)
+
+
+def test_an_exclude_dataset_not_built_is_one_error_line(tmp_path, capsys):
+  from capjax.data import build as build_cmd
+  with pytest.raises(SystemExit) as exit_info:
+    build_cmd.main(["capjax.data.build", "--dataset=alt_text_captions", "--set=exclude=karpathy/coco:test",
+                    f"--manual_dir={DUMMY}", f"--data_dir={tmp_path}"])
+  err = capsys.readouterr().err
+  assert exit_info.value.code == 2 and "Traceback" not in err
+  [line] = [line for line in err.splitlines() if line.startswith("error:")]
+  assert line.startswith(f"error: exclude=karpathy/coco:test cannot be read: dataset 'karpathy' is not built in "
+                         f"{tmp_path}/karpathy/coco/1.0.0 — to build it: download what "
+                         "tfds_builders/karpathy/README.md lists into DIR"), line
+
+
+def test_overlap_command_counts_near_copies_and_rejects_bad_input(paper_build, capsys):
+  from capjax.data import overlap
+  data_dir = f"--data_dir={paper_build.data_dir_root}"
+  overlap.main(["overlap", "alt_text_captions/paper", "alt_text_captions/paper:train", data_dir, "--pairs=2"])
+  assert capsys.readouterr().out.splitlines() == [
+      "6 of 6 images of alt_text_captions/paper have a near-copy in alt_text_captions/paper:train (6 images) within "
+      "10 bits (100.0%)", "train/000000000\ttrain/000000000\t0", "train/000000001\ttrain/000000001\t0"]
+  for args, message in ((["alt_text_captions/paper", "karpathy/coco:test"], "error: dataset 'karpathy' is not built"),
+                        (["alt_text_captions/paper", "alt_text_captions/paper:validation"],
+                         "error: alt_text_captions/paper has no split 'validation' — choose one of train"),
+                        (["alt_text_captions/paper", "alt_text_captions/paper", "--threshold=65"],
+                         "error: --threshold=65 is out of range — give a Hamming distance from 0 to 64"),
+                        (["alt_text_captions/paper"], "error: give two datasets, not 1 (alt_text_captions/paper)")):
+    with pytest.raises(SystemExit) as exit_info:
+      overlap.main(["overlap", *args, data_dir])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith(message)

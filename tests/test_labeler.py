@@ -13,6 +13,7 @@ from capjax import features
 from capjax.image import labels as imagenet_labels
 from capjax.models import inception_resnet_v2 as irv2
 from tfds_builders import img2dataset as i2d
+from tfds_builders.alt_text_captions import cross as cross_lib
 from tfds_builders.alt_text_captions import make_dummy_data as dummy
 from tfds_builders.alt_text_captions import stages as stages_lib
 
@@ -61,7 +62,7 @@ def test_labeler_top_k_threshold_and_cross_stage(weights):
   outcome = stages(sample)
   forms = stages.caption_forms(sample.caption)
   assert outcome.stage in (None, "cross")
-  expected = stages_lib.cross_filter(stages.labeler.labels(images[0]), forms, stages.text.annotator)
+  expected = cross_lib.cross_filter(stages.labeler.labels(images[0]), forms, stages.text.annotator)
   assert (outcome.reason if outcome.stage == "cross" else None) == expected
   if outcome.stage is None:
     assert outcome.labels == stages.labeler.labels(images[0])

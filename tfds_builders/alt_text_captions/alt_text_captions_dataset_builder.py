@@ -1,5 +1,6 @@
 """The `alt_text_captions` TFDS builder: harvested alt-text candidates that img2dataset downloaded, through the
-paper's image, text, image-text, hypernym and concept stages, with a funnel of where every candidate went.
+paper's image, text, image-text, hypernym and concept stages (and, when turned on, near-duplicate and evaluation-set
+leakage removal before concepts), with a funnel of where every candidate went.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 import tensorflow_datasets as tfds
 from etils import epath
 
+from capjax.image import phash as phash_lib
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import clip_stage as clip_lib
+from tfds_builders.alt_text_captions import dedup as dedup_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
 from tfds_builders.progress import Progress
@@ -107,43 +110,64 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       _check_clip_weights(clip)
     return shards, labels, weights, clip
 
+  def _excluded(self) -> dict[str, phash_lib.HashIndex]:
+    """The exclude splits' image hashes (NAME[/CONFIG]:SPLIT → their index), read from the data dir they are built
+    in (exclude_data_dir, else this build's); one not built is a ManualDataError (one `error:` line)."""
+    from capjax.data import overlap  # noqa: PLC0415 (JAX: only for a build with exclude)
+    settings = self.builder_config.settings
+    data_dir = settings.exclude_data_dir or os.fspath(self.data_dir_root)
+    excluded = {}
+    for spec in settings.exclude:
+      try:
+        hashes = overlap.split_hashes(spec, data_dir)
+      except overlap.UnusableDatasetError as e:
+        raise ManualDataError(f"exclude={spec} cannot be read: {e}") from e
+      excluded[spec] = phash_lib.HashIndex([h.phash for h in hashes], settings.dedup_threshold)
+    return excluded
+
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     shards, labels, weights, clip = self._manual_paths(dl_manager)
-    return {"train": self._generate_examples(shards, labels, weights, clip)}
+    return {"train": self._generate_examples(shards, labels, weights, clip, self._excluded())}
 
-  def _generate_examples(self, shards: list[str], labels: str, weights: str, clip: str):
+  def _generate_examples(self, shards: list[str], labels: str, weights: str, clip: str,
+                         excluded: Mapping[str, phash_lib.HashIndex]):
     """The examples: a Beam PTransform when the build runs on Beam, else a generator. Either writes the funnel
     (the build report) into the dataset's folder once the last example is out (tfds_builders/report.py)."""
     settings = self.builder_config.settings
     if self.uses_beam():
-      return _beam_transform(shards, settings, (labels, weights, clip), os.fspath(self.data_dir))
-    return self._plain_examples(shards, stages_lib.Stages(settings, labels, weights, clip))
+      return _beam_transform(shards, settings, (labels, weights, clip), excluded, os.fspath(self.data_dir))
+    return self._plain_examples(shards, stages_lib.Stages(settings, labels, weights, clip), excluded)
 
-  def _plain_examples(self, shards: list[str], stages: stages_lib.Stages) -> Iterator[tuple[str, dict[str, Any]]]:
+  def _plain_examples(self, shards: list[str], stages: stages_lib.Stages,
+                      excluded: Mapping[str, phash_lib.HashIndex]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The examples of `_stage_examples`; none at all is a ManualDataError with the funnel (where every candidate
     went), which is printed too, as after a build, instead of TFDS's "No examples were yielded"."""
     report = report_lib.Report()
+    settings = self.builder_config.settings
 
     def nothing_kept() -> str:
-      funnel = stages_lib.funnel(report, stages.settings.stages())
+      funnel = stages_lib.funnel(report, settings.stages())
       print(stages_lib.format_funnel(funnel), flush=True)
       where = "; ".join(f"{e['stage']} {e['in']:,} → {e['out']:,}" + (
           f" ({', '.join(f'{r} {n}' for r, n in e['reasons'].items())})" if e["reasons"] else "")
           for e in funnel)
       return f"every candidate of the {len(shards)} shard(s) in the manual dir was dropped: {where}"
-    yield from at_least_one(self._stage_examples(shards, stages, report), nothing_kept,
+    yield from at_least_one(self._stage_examples(shards, stages, excluded, report), nothing_kept,
                             "check the manual dir's shards, or loosen the --set settings of the stage that dropped "
                             f"them all ({_INSTRUCTIONS_POINTER})")
-    report_lib.write_part(self.data_dir, "train", stages_lib.report_part(report, stages.settings))
+    report_lib.write_part(self.data_dir, "train", stages_lib.report_part(report, settings))
 
-  def _stage_examples(self, shards: list[str], stages: stages_lib.Stages,
+  def _stage_examples(self, shards: list[str], stages: stages_lib.Stages, excluded: Mapping[str, phash_lib.HashIndex],
                       report: report_lib.Report) -> Iterator[tuple[str, dict[str, Any]]]:
     """Two passes: stages a-c per shard while counting concepts, each shard's survivors (small records, no images)
     written to a temporary file; then pruning, with each shard read again for its survivors' images. Memory holds
-    one shard's survivors, not the build's (a few percent of 5 billion candidates at the paper's scale)."""
+    one shard's survivors, not the build's (a few percent of 5 billion candidates at the paper's scale). With the
+    dedup stage, between the two: every survivor's hash (a key and 8 bytes each, no image) in memory, the dropped
+    ones' concepts taken out of the counts (`_dedup`)."""
     settings = stages.settings
     counts: collections.Counter = collections.Counter()
     concept_counts: collections.Counter = collections.Counter()
+    hashed: list[phash_lib.Hashed] = []  # with dedup=phash: every survivor's
     # Shards done of the shards (a shard's candidates are not known before it is read), with candidates/s.
     progress = Progress(f"{_NAME} stages a-c", len(shards), unit="shards", items="candidates",
                         failed="candidates dropped so far")
@@ -155,15 +179,21 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
             stages_lib.count_outcome(report, outcome.stage, outcome.reason, outcome.clip_score)
             progress.update(0, int(outcome.stage is not None), items=1)
             if outcome.stage is None:
-              f.write(json.dumps(dataclasses.astuple(outcome)) + "\n")
+              f.write(outcome.to_json() + "\n")
               concept_counts.update(set(outcome.concepts))
+              if settings.dedup and outcome.phash is not None:
+                hashed.append(outcome.hashed())
         progress.update(1)
       progress.finish()
+      dropped = (_dedup(survivors, hashed, settings, excluded, concept_counts, report)
+                 if "dedup" in settings.stages() else set())
       progress = Progress(f"{_NAME} concepts", len(shards), unit="shards", items="examples",
                           failed="pruned so far")
       for shard, path in zip(shards, survivors):
         pruned = {}
         for outcome in _read_outcomes(path):
+          if outcome.key in dropped:
+            continue
           reason = stages_lib.concept_reason(outcome.concepts, concept_counts, settings.min_concept_count)
           if reason is not None:
             report.count("concepts", reason=reason)
@@ -183,8 +213,7 @@ def _read_outcomes(path: str) -> Iterator[stages_lib.Outcome]:
   Outcome's fields a line), in order."""
   with open(path, encoding="utf-8") as f:
     for line in f:
-      key, stage, reason, caption, alt_text, url, concepts, labels, clip_score = json.loads(line)
-      yield stages_lib.Outcome(key, stage, reason, caption, alt_text, url, tuple(concepts), tuple(labels), clip_score)
+      yield stages_lib.Outcome.from_json(line)
 
 
 def _check_clip_weights(path: str) -> None:
@@ -197,21 +226,43 @@ def _check_clip_weights(path: str) -> None:
     raise ManualDataError(f"clip_weights: {error}") from error
 
 
-def _beam_transform(shards: list[str], settings: stages_lib.Settings, paths: tuple[str, str, str], data_dir: str):
+def _dedup(survivors: Sequence[str], hashed: Sequence[phash_lib.Hashed], settings: stages_lib.Settings,
+           excluded: Mapping[str, phash_lib.HashIndex], concept_counts: collections.Counter,
+           report: report_lib.Report) -> set[str]:
+  """The dedup stage on the plain path: the near-duplicates among all survivors' hashes (multi-index hashing, in
+  memory), then each survivor's reason (dedup.dedup_outcome, the Beam path's too), the dropped ones' concepts taken
+  out of `concept_counts`, so that concept pruning counts only the pairs kept. Returns the dropped keys."""
+  near = phash_lib.near_duplicates(hashed, settings.dedup_threshold) if settings.dedup else set()
+  dropped = set()
+  for path in survivors:
+    for outcome in _read_outcomes(path):
+      if dedup_lib.dedup_outcome(outcome, outcome.key in near, excluded, report) is not None:
+        dropped.add(outcome.key)
+        concept_counts.subtract(set(outcome.concepts))
+  return dropped
+
+
+def _beam_transform(shards: list[str], settings: stages_lib.Settings, paths: tuple[str, str, str],
+                    excluded: Mapping[str, phash_lib.HashIndex], data_dir: str):
   """The Beam path, one DoFn per stage (stages_beam.py imports apache_beam, so only Beam builds import it); `paths`
   are the labels file, the labeler's and the CLIP's weights."""
   from tfds_builders.alt_text_captions import stages_beam  # noqa: PLC0415
-  return stages_beam.StagesPipeline(shards, settings, paths, data_dir)
+  return stages_beam.StagesPipeline(shards, settings, paths, data_dir, dict(excluded))
 
 
 def _assemble(settings: dict[str, Any], parts: dict[str, Any]) -> dict[str, Any]:
-  """The metadata: the funnel, the shards' counts, the settings the build ran with, and with the clip stage the
-  histogram of its scores."""
+  """The metadata: the funnel, the shards' counts (with exclude, the candidates dropped per exclude split), the
+  settings the build ran with, and with the clip stage the histogram of its scores."""
   return {**parts["train"], "settings": settings}
 
 
 def _describe(metadata: Mapping[str, Any]) -> str:
+  """The funnel table; with the clip stage, the histogram of its scores; with exclude, a line of the candidates
+  dropped per exclude split."""
   table = stages_lib.format_funnel(metadata["funnel"])
   if clip_lib.SCORES in metadata:
     table += "\n" + clip_lib.format_histogram(metadata[clip_lib.SCORES])
+  leaks = metadata.get(dedup_lib.EVAL_LEAKS)
+  if leaks:
+    table += "\neval_leak by exclude split: " + ", ".join(f"{spec} {n}" for spec, n in leaks.items())
   return table

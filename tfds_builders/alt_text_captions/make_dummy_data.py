@@ -10,7 +10,7 @@ import pathlib
 import shutil
 import struct
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from tfds_builders.cc3m.make_dummy_data import write_files_shard, write_tar
 
@@ -27,6 +27,40 @@ def jpeg(seed: int, width: int = 480, height: int = 440, mode: str = "RGB") -> b
   buffer = io.BytesIO()
   Image.fromarray(pixels.astype(np.uint8)).convert(mode).save(buffer, "JPEG", quality=50)
   return buffer.getvalue()
+
+
+def scene(seed: int, width: int = 480, height: int = 440, quality: int = 90) -> bytes:
+  """A JPEG of a seeded scene of a dozen coloured rectangles and ellipses: structure that a perceptual hash sees
+  (the smooth gradients of `jpeg` all look alike to it)."""
+  rng = np.random.default_rng(seed)
+  image = Image.new("RGB", (640, 480), tuple(int(v) for v in rng.integers(0, 256, 3)))
+  draw = ImageDraw.Draw(image)
+  for _ in range(12):
+    x, y = int(rng.integers(0, 640)), int(rng.integers(0, 480))
+    box = (x, y, x + int(rng.integers(20, 320)), y + int(rng.integers(20, 240)))
+    (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=tuple(int(v) for v in rng.integers(0, 256, 3)))
+  buffer = io.BytesIO()
+  image.resize((width, height), Image.Resampling.LANCZOS).save(buffer, "JPEG", quality=quality)
+  return buffer.getvalue()
+
+
+def cropped(data: bytes, share: float) -> bytes:
+  """A JPEG of `data` with `share` of each side cut off (half at each edge), saved again at quality 90."""
+  with Image.open(io.BytesIO(data)) as image:
+    width, height = image.size
+    dx, dy = round(width * share / 2), round(height * share / 2)
+    buffer = io.BytesIO()
+    image.crop((dx, dy, width - dx, height - dy)).save(buffer, "JPEG", quality=90)
+  return buffer.getvalue()
+
+
+def near_copies(i: int) -> bytes:
+  """`write_generated`'s images for the dedup stage: groups of ten, each opening with scene i (480 x 440, i % 10
+  = 0), then three near-copies of it: larger (640 x 587, more pixels: it ranks first), re-encoded at quality 30
+  (as many pixels), cropped by 5%; the other six are scenes of their own."""
+  first = i - i % 10
+  return {1: scene(first, 640, 587), 2: scene(first, quality=30), 3: cropped(scene(first), 0.05)}.get(
+      i % 10, scene(i))
 
 
 def png(width: int = 480, height: int = 440) -> bytes:
@@ -133,9 +167,10 @@ def generated_defect(i: int) -> str:
           33: "twice"}.get(i % 100, "")
 
 
-def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None) -> None:
+def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None, captions=None) -> None:
   """A manual dir of `n` candidates with `generated_defect`'s defects, webdataset shards of `per_shard` with
-  parquet sidecars; `image(i)` gives candidate i's JPEG bytes (480x440 by default: they pass the image stage)."""
+  parquet sidecars; `image(i)` gives candidate i's JPEG bytes (480x440 by default: they pass the image stage), and
+  `captions` (i → alt-text) replaces some alt-texts."""
   from tfds_builders.cc3m.make_dummy_data import write_parquet  # noqa: PLC0415
   image = image or jpeg
   root.mkdir(parents=True, exist_ok=True)
@@ -147,6 +182,7 @@ def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None)
     caption = {"boilerplate": "click here", "unresolved": "Zxqwv Blorftson attends the party at the club.",
                "rare": "Harrison Ford attends the premiere of the film."}.get(
                    defect, _GENERATED_CAPTIONS[i % len(_GENERATED_CAPTIONS)])
+    caption = (captions or {}).get(i, caption)
     data = None if defect == "failed" else jpeg(i, 300, 300) if defect == "small" else image(i)
     entry = (key, data, meta(key, caption, "failed_to_download" if data is None else "success"))
     shards[number].append(entry)
@@ -158,6 +194,30 @@ def write_generated(root: pathlib.Path, n: int, per_shard: int = 16, image=None)
     write_parquet(root / f"{number:05d}.parquet", [m for _, _, m in samples])
 
 
+def near_copies_and_leaks(i: int) -> bytes:
+  """`near_copies`, except candidates 4 and 5: the images of dummy_data's 000000000 and 000010000 (kept by its
+  paper build) saved again at quality 90, leaks of that build's train split when it is excluded."""
+  if i not in (4, 5):
+    return near_copies(i)
+  keys = [key for key, *_ in CANDIDATES]
+  buffer = io.BytesIO()
+  Image.open(io.BytesIO(jpeg(keys.index({4: "000000000", 5: "000010000"}[i])))).save(buffer, "JPEG", quality=90)
+  return buffer.getvalue()
+
+
+def write_near_copies(root: pathlib.Path) -> None:
+  """The dedup stage's set: 40 candidates in 2 shards, `generated_defect`'s defects, `near_copies_and_leaks`'
+  images, and the alt-text of a rare concept (actor) on candidates 30-33, one scene and its copies, and 35."""
+  actor = "Harrison Ford attends the premiere of the film."
+  write_generated(root, 40, per_shard=20, image=near_copies_and_leaks, captions=dict.fromkeys((30, 31, 32, 33, 35),
+                                                                                              actor))
+
+
 if __name__ == "__main__":
-  write_dummy(HERE / "dummy_data")
-  print(f"wrote {HERE / 'dummy_data'}")
+  import sys
+  if len(sys.argv) > 1:  # python -m tfds_builders.alt_text_captions.make_dummy_data DIR: the near-copies set
+    write_near_copies(pathlib.Path(sys.argv[1]))
+    print(f"wrote {sys.argv[1]}")
+  else:
+    write_dummy(HERE / "dummy_data")
+    print(f"wrote {HERE / 'dummy_data'}")

@@ -1,7 +1,8 @@
-"""The alt_text_captions stages in the paper's order (image, text, cross, hypernym, concepts), with the optional CLIP
-score (clip, off by default) after the cross filter, each one function giving a reason code that the plain path and
-the Beam DoFns (stages_beam.py) both call, plus the settings `--set` may change and the funnel that counts every
-candidate.
+"""The alt_text_captions stages in the paper's order (image, text, cross, hypernym, concepts), each one function
+giving a reason code that the plain path and the Beam DoFns (stages_beam.py) both call, plus the settings `--set`
+may change and the funnel that counts every candidate. Two stages beyond the paper, off by default: clip (the CLIP
+score after the cross filter, clip_stage.py) and dedup (before concepts: near-duplicates within the build and
+near-copies of evaluation images, dedup.py).
 
 Builders and Beam workers import this module by its package name (see tfds_builders/img2dataset/).
 """
@@ -11,17 +12,21 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from capjax.image import filters as image_filters
+from capjax.image import phash as phash_lib
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import clip_stage as clip_lib
+from tfds_builders.alt_text_captions import cross as cross_lib
+from tfds_builders.alt_text_captions import dedup as dedup_lib
 
-STAGE_NAMES = ("image", "text", "cross", "clip", "hypernym", "concepts")  # clip: only with --set=clip_weights
-FIRST_STAGES = STAGE_NAMES[:3]  # per candidate, before the CLIP score (which scores batches)
+STAGE_NAMES = ("image", "text", "cross", "clip", "hypernym", "dedup", "concepts")
+FIRST_STAGES = STAGE_NAMES[:3]  # per candidate, before the CLIP score (which scores batches) and the repair
 # The paper's figure for each stage (Sharma et al. 2018, section 3), printed beside the build's own.
 PAPER_FIGURES = {
     "image": "> 65% discarded",
@@ -29,9 +34,14 @@ PAPER_FIGURES = {
     "cross": "~60% removed",
     "clip": "not in the paper",
     "hypernym": "~20% removed",
+    "dedup": "not in the paper",
     "concepts": "~55% removed",
 }
 CROSS_FILTERS = ("irv2", "labels", "none")
+# The stages beyond the paper, and the settings that belong to each: a stage that is off is not in the funnel, and
+# its settings at their defaults are not in the metadata (nor in a custom config's name), as before it existed.
+OPTIONAL_STAGES = {"clip": ("clip_weights", "clip_threshold"),
+                   "dedup": ("dedup", "dedup_threshold", "exclude", "exclude_data_dir")}
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -55,6 +65,10 @@ class Settings:
   min_concept_count: int = 100  # pairs with a concept seen in this many pairs or fewer are dropped
   clip_weights: str = ""  # a CLIP from `convert_weights --format=hf_clip` (relative to the manual dir, or absolute)
   clip_threshold: str = ""  # datacomp_b32 (the default with clip_weights) | laion | a cosine in [-1, 1]
+  dedup: str = ""  # '' (off) | phash: of near-duplicates within the build, the best-ranked kept (dedup.py)
+  dedup_threshold: int = 10  # pHashes within this Hamming distance (of 64 bits) are near-duplicates
+  exclude: tuple[str, ...] = ()  # NAME[/CONFIG]:SPLIT of built datasets: their near-copies dropped (eval_leak)
+  exclude_data_dir: str = ""  # where the exclude datasets are built ('' for the build's own data dir)
   text: tuple[tuple[str, Any], ...] = ()  # ("filters.max_chars", 1000), ("hypernyms.min_tokens", 3), ...
 
   def image_config(self) -> image_filters.ImageFilterConfig:
@@ -70,17 +84,18 @@ class Settings:
                           self.min_concept_count)
 
   def stages(self) -> tuple[str, ...]:
-    """The stages this build runs, in order: the clip stage only with clip_weights."""
-    return tuple(stage for stage in STAGE_NAMES if stage != "clip" or self.clip_weights)
+    """The stages this build runs, in order: the paper's, and the optional ones turned on."""
+    on = {"clip": bool(self.clip_weights), "dedup": bool(self.dedup or self.exclude)}
+    return tuple(stage for stage in STAGE_NAMES if on.get(stage, True))
 
   def clip_cutoff(self) -> float:
     """The minimum CLIP score the clip stage keeps."""
     return clip_lib.parse_threshold(self.clip_threshold or clip_lib.DEFAULT_THRESHOLD).minimum
 
   def as_dict(self) -> dict[str, Any]:
-    """The settings as metadata records them (and as custom configs are named by): the clip stage's only when it
-    runs, so that a build without it is recorded and named as before the stage existed."""
-    off = () if self.clip_weights else ("clip_weights", "clip_threshold")
+    """The settings as metadata records them (and as custom configs are named by): an optional stage's only when
+    it runs, so that a build without it is recorded and named as before the stage existed."""
+    off = {name for stage, names in OPTIONAL_STAGES.items() if stage not in self.stages() for name in names}
     d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "text" and f.name not in off}
     d.update({k: list(v) if isinstance(v, tuple) else v for k, v in self.text})
     return d
@@ -146,6 +161,7 @@ def parse_settings(items: Sequence[str]) -> Settings:
   if settings.clip_weights:
     settings = dataclasses.replace(settings, clip_threshold=settings.clip_threshold or clip_lib.DEFAULT_THRESHOLD)
     settings.clip_cutoff()  # a ValueError for a bad one, before anything is built
+  dedup_lib.check_settings(settings)
   return settings
 
 
@@ -169,16 +185,18 @@ def count_outcome(report: report_lib.Report, stage: str | None, reason: str | No
 
 
 def report_part(report: report_lib.Report, settings: Settings) -> dict[str, Any]:
-  """The build report's part both paths write: the funnel, the shards' counts, and with the clip stage the
-  histogram of its scores."""
+  """The build report's part both paths write: the funnel of the stages run, the shards' counts, with the clip
+  stage the histogram of its scores, and with exclude the candidates dropped per evaluation split matched."""
   part = {"funnel": funnel(report, settings.stages()), "shards": shard_counts(report)}
   if settings.clip_weights:
     part[clip_lib.SCORES] = clip_lib.histogram(report)
+  if settings.exclude:
+    part[dedup_lib.EVAL_LEAKS] = dedup_lib.leak_counts(report, settings.exclude)
   return part
 
 
 def funnel(report: report_lib.Report, stages: Sequence[str] = Settings().stages()) -> list[dict[str, Any]]:
-  """Per stage of `stages` (Settings.stages(): an off stage is not listed), in order, how many candidates came in,
+  """Per stage of `stages` (`Settings.stages`: an off stage is not listed), in order, how many candidates came in,
   went out, and the reasons of those dropped."""
   remaining, out = report.counts[CANDIDATES], []
   for stage in stages:
@@ -192,7 +210,7 @@ def funnel(report: report_lib.Report, stages: Sequence[str] = Settings().stages(
 def shard_counts(report: report_lib.Report) -> dict[str, int]:
   """The shard-side counts of the report, by name."""
   return {k: int(n) for k, n in sorted(report.counts.items())
-          if k not in (CANDIDATES, clip_lib.SCORES) and k not in STAGE_NAMES}
+          if k not in (CANDIDATES, clip_lib.SCORES, dedup_lib.EVAL_LEAKS) and k not in STAGE_NAMES}
 
 
 def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
@@ -210,50 +228,6 @@ def format_funnel(funnel: Sequence[Mapping[str, Any]]) -> str:
 # ------------------------------------------------------------------------------------------------ stages
 
 
-def read_labels_file(path: str) -> dict[str, tuple[str, ...]]:
-  """url → labels of a CC3M image-labels TSV (caption, url, labels, mids, confidences; labels comma-separated)."""
-  labels: dict[str, tuple[str, ...]] = {}
-  with open(path, encoding="utf-8", errors="replace") as f:
-    for line in f:
-      fields = line.rstrip("\r\n").split("\t")
-      if len(fields) >= 3 and fields[1]:
-        labels.setdefault(fields[1], tuple(name.strip() for name in fields[2].split(",") if name.strip()))
-  return labels
-
-
-@functools.lru_cache(maxsize=1)
-def _stemmer():
-  from nltk.stem.porter import PorterStemmer  # noqa: PLC0415
-  return PorterStemmer()
-
-
-def word_forms(word: str, lemma: str) -> set[str]:
-  """The forms a label and a caption token may share: lowercase word, lemma, Porter stem of either."""
-  word, lemma = word.lower(), lemma.lower()
-  stem = _stemmer().stem
-  return {word, lemma, stem(word), stem(lemma)}
-
-
-def annotation_forms(annotation) -> set[str]:
-  """Every form (word_forms) of an annotated caption's tokens."""
-  forms: set[str] = set()
-  for token, lemma in zip(annotation.tokens, annotation.lemmas):
-    forms |= word_forms(token, lemma)
-  return forms
-
-
-def cross_filter(labels: Sequence[str], caption_forms: set[str], annotator) -> str | None:
-  """None when some label matches the caption (every word of the label, by word, lemma or stem); else the
-  reason: no_labels (the labeler gave the image none) or no_label_overlap."""
-  if not labels:
-    return "no_labels"
-  for label in labels:
-    words = label.lower().replace("_", " ").split()
-    if words and all(word_forms(w, annotator.lemma(w, "NOUN")) & caption_forms for w in words):
-      return None
-  return "no_label_overlap"
-
-
 @dataclasses.dataclass(frozen=True)
 class Outcome:
   """Where one candidate went: the stage and reason that dropped it, or its example fields (image aside)."""
@@ -266,6 +240,19 @@ class Outcome:
   concepts: tuple[str, ...] = ()
   labels: tuple[str, ...] = ()
   clip_score: float | None = None  # with the clip stage, the pair's score (for the report's histogram)
+  phash: int | None = None  # with the dedup stage on: the image's 64-bit pHash (None: its bytes did not hash)
+  pixels: int = 0  # and its pixels (the rank among near-duplicates: more first)
+
+  def hashed(self) -> phash_lib.Hashed:
+    return phash_lib.Hashed(self.key, self.phash, self.pixels)
+
+  def to_json(self) -> str:
+    """One JSON array of the fields (the plain path's survivors files)."""
+    return json.dumps(dataclasses.astuple(self))
+
+  @classmethod
+  def from_json(cls, line: str) -> Outcome:
+    return cls(*(tuple(value) if isinstance(value, list) else value for value in json.loads(line)))
 
 
 @dataclasses.dataclass
@@ -306,7 +293,7 @@ class Stages:
 
   @functools.cached_property
   def labels(self) -> dict[str, tuple[str, ...]] | None:
-    return read_labels_file(self._labels_path) if self.settings.cross_filter == "labels" else None
+    return cross_lib.read_labels_file(self._labels_path) if self.settings.cross_filter == "labels" else None
 
   @functools.cached_property
   def labeler(self):
@@ -343,7 +330,7 @@ class Stages:
     """The forms of an alt-text's tokens, as the cross stage matches them against labels."""
     from capjax.text.annotate import normalize_text  # noqa: PLC0415
     from capjax.text.boilerplate import strip_boilerplate  # noqa: PLC0415
-    return annotation_forms(self.text.annotator.annotate(strip_boilerplate(normalize_text(alt_text))))
+    return cross_lib.annotation_forms(self.text.annotator.annotate(strip_boilerplate(normalize_text(alt_text))))
 
   def _annotation(self, item: Item):
     return item.annotation if item.annotation is not None else self.text.annotator.annotate(item.text)
@@ -367,7 +354,7 @@ class Stages:
     c = item.candidate
     labels = self.labels.get(c.url, ()) if self.labels is not None else self.labeler.labels(c.image)
     annotation = self._annotation(item)
-    reason = cross_filter(labels, annotation_forms(annotation), self.text.annotator)
+    reason = cross_lib.cross_filter(labels, cross_lib.annotation_forms(annotation), self.text.annotator)
     return reason, dataclasses.replace(item, labels=tuple(labels), annotation=annotation)
 
   def clip_stage(self, items: Sequence[Item]) -> list[tuple[str | None, Item]]:
@@ -379,13 +366,15 @@ class Stages:
     return [(reason, dataclasses.replace(item, clip_score=score)) for item, (reason, score) in zip(items, scored)]
 
   def hypernym_stage(self, item: Item) -> tuple[str | None, Outcome]:
-    """The repair step: hypernymization, whose rejects the paper counts after the cross filter."""
+    """The repair step: hypernymization, whose rejects the paper counts after the cross filter. With the dedup
+    stage on, a kept outcome carries its image's pHash and pixels, made here while the bytes are at hand."""
     c = item.candidate
     record = self.text.hypernymize(c.key, c.caption, self._annotation(item))
     if record.reason is not None:
       return record.reason, Outcome(c.key, "hypernym", record.reason, clip_score=item.clip_score)
+    value, pixels = (phash_lib.phash(c.image) if "dedup" in self.settings.stages() else None) or (None, 0)
     return None, Outcome(c.key, None, None, record.caption, c.caption, c.url, record.concepts, item.labels,
-                         item.clip_score)
+                         item.clip_score, phash=value, pixels=pixels)
 
   def outcomes(self, candidates: Iterable[i2d.Candidate]) -> Iterator[tuple[i2d.Candidate, Outcome]]:
     """Stages a to c, the CLIP score if on and the hypernym repair, for each candidate: the plain path. The clip

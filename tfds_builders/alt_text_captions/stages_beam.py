@@ -1,8 +1,9 @@
 """The alt_text_captions Beam pipeline: one work item per shard, then one DoFn per stage of stages.py (image, text,
-cross, clip when on, hypernym, concepts), each tagging its rejects with their reason, and the funnel: one Report
-summed from those tags and the shards' counts. No image bytes wait for the global concept counts nor cross a
-shuffle: the hypernym stage drops them (its outcome keeps the shard's name), and the kept outcomes, grouped by
-shard, read their images again there (stages.shard_examples, the plain path's second pass).
+cross, clip when on, hypernym, dedup when on, concepts), each tagging its rejects with their reason, and the
+funnel: one Report summed from those tags and the shards' counts. No image bytes wait for the global concept counts
+nor cross a shuffle: the hypernym stage drops them (its outcome keeps the shard's name and, with dedup, the image's
+hash), and the kept outcomes, grouped by shard, read their images again there (stages.shard_examples, the plain
+path's second pass).
 
 Imported by package name only (workers unpickle these DoFns by module path; see tfds_builders/img2dataset/), and
 only when Beam runs: this module imports apache_beam at the top.
@@ -18,10 +19,12 @@ from typing import Any
 
 import apache_beam as beam
 
+from capjax.image import phash as phash_lib
 from capjax.text import concepts as concepts_lib
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import clip_stage as clip_lib
+from tfds_builders.alt_text_captions import dedup as dedup_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.progress import log_shard
 
@@ -158,6 +161,76 @@ class ConceptsFn(beam.DoFn):
       yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, "concepts", reason))
 
 
+def band_entries(item: tuple[stages_lib.Outcome, str], threshold: int) -> Iterator[tuple[tuple[int, int], Any]]:
+  """(band number, band value) → the outcome's Hashed (a key, a hash and a rank: no bytes), for each band."""
+  outcome = item[0]
+  if outcome.phash is not None:
+    for band in phash_lib.band_keys(outcome.phash, threshold):
+      yield band, outcome.hashed()
+
+
+def band_outranked(group: tuple[tuple[int, int], Iterable[phash_lib.Hashed]],
+                   threshold: int) -> Iterator[tuple[str, bool]]:
+  """(key, True) of each member of one band's group outranked by another within the threshold (the plain path's
+  comparison: capjax.image.phash.outranked)."""
+  members = list(group[1])
+  if len(members) > 1:
+    for key in phash_lib.outranked(members, threshold):
+      yield key, True
+
+
+def by_key(item: tuple[stages_lib.Outcome, str]) -> tuple[str, tuple[stages_lib.Outcome, str]]:
+  return item[0].key, item
+
+
+def alone(keyed: tuple[str, Any]) -> tuple[str, dict[str, list]]:
+  """A keyed outcome in CoGroupByKey's form, with no near-duplicate flag (exclude without dedup=phash)."""
+  return keyed[0], {"item": [keyed[1]], "near": []}
+
+
+class DedupFn(beam.DoFn):
+  """e. The dedup stage's decision per key (dedup.dedup_outcome, the plain path's): (Outcome, shard) of a kept
+  one; the Report of a dropped one or a leak, tagged counts."""
+
+  def __init__(self, excluded: dict[str, phash_lib.HashIndex]):
+    super().__init__()
+    self._excluded = excluded
+
+  def process(self, joined: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
+    _, groups = joined
+    near = any(True for _ in groups["near"])
+    for outcome, shard in groups["item"]:
+      report = report_lib.Report()
+      if dedup_lib.dedup_outcome(outcome, near, self._excluded, report) is None:
+        yield outcome, shard
+      if report.counts:
+        yield beam.pvalue.TaggedOutput(COUNTS, report)
+
+
+class Dedup(beam.PTransform):
+  """e. (Outcome, shard) → those the dedup stage keeps, and its Reports tagged counts. Near-duplicates: each
+  outcome's bands (capjax.image.phash.band_keys) → its Hashed, GroupByKey, each group's outranked keys; those
+  keys joined back to the outcomes by key (CoGroupByKey, which also gathers a key flagged in several bands into
+  one decision). Only keys, hashes and ranks are shuffled; the exclude splits' hashes travel with the DoFn."""
+
+  def __init__(self, settings: stages_lib.Settings, excluded: dict[str, phash_lib.HashIndex]):
+    super().__init__()
+    self._settings, self._excluded = settings, excluded
+
+  def expand(self, outcomes):
+    keyed = outcomes | "ByKey" >> beam.Map(by_key)
+    if self._settings.dedup:
+      threshold = self._settings.dedup_threshold
+      near = (outcomes
+              | "Bands" >> beam.FlatMap(band_entries, threshold)
+              | "ByBand" >> beam.GroupByKey()
+              | "Outranked" >> beam.FlatMap(band_outranked, threshold))
+      joined = {"item": keyed, "near": near} | "JoinByKey" >> beam.CoGroupByKey()
+    else:
+      joined = keyed | "Alone" >> beam.Map(alone)
+    return joined | "Decide" >> beam.ParDo(DedupFn(self._excluded)).with_outputs(COUNTS, main=KEPT)
+
+
 def outcome_concepts(item: tuple[stages_lib.Outcome, str]) -> tuple[str, ...]:
   return item[0].concepts
 
@@ -180,15 +253,17 @@ def write_report(report: report_lib.Report, data_dir: str, settings: stages_lib.
 
 class StagesPipeline(beam.PTransform):
   """Shards → Reshuffle → ReadShard → image → text → cross → [ClipBatches → clip] → hypernym (bytes dropped) →
-  concepts (CountConcepts as a side input) → KeptByShard → ReadKept (the shard read again) → (key, example); every
-  stage's rejects, the read counts and the CLIP scores, as Reports, summed by one combine into the build report's
-  part in `data_dir`, the dataset's folder being built (tfds_builders/report.py). `paths`: the labels file, the
-  labeler's and the CLIP's weights."""
+  [dedup] → concepts (CountConcepts of the pairs kept, as a side input) → KeptByShard → ReadKept (the shard read
+  again) → (key, example); every stage's rejects, the read counts and the CLIP scores, as Reports, summed by one
+  combine into the build report's part in `data_dir`, the dataset's folder being built (tfds_builders/report.py).
+  `paths`: the labels file, the labeler's and the CLIP's weights; `excluded`: the exclude splits' hash indexes (the
+  builder reads them)."""
 
-  def __init__(self, shards: list[str], settings: stages_lib.Settings, paths: tuple[str, str, str], data_dir: str):
+  def __init__(self, shards: list[str], settings: stages_lib.Settings, paths: tuple[str, str, str], data_dir: str,
+               excluded: dict[str, phash_lib.HashIndex] | None = None):
     super().__init__()
     self._shards, self._settings, self._args = shards, settings, (settings, paths)
-    self._data_dir = data_dir
+    self._data_dir, self._excluded = data_dir, excluded or {}
 
   def expand(self, pipeline_input):
     read = (pipeline_input
@@ -209,12 +284,17 @@ class StagesPipeline(beam.PTransform):
       counts.append(out[COUNTS])
     out = items | "hypernym" >> beam.ParDo(HypernymFn(*self._args)).with_outputs(REJECTS, main=KEPT)
     rejects.append(out[REJECTS])
-    concept_counts = (out[KEPT]
+    kept = out[KEPT]
+    if "dedup" in self._settings.stages():
+      deduped = kept | "dedup" >> Dedup(self._settings, self._excluded)
+      kept = deduped[KEPT]
+      counts.append(deduped[COUNTS])
+    concept_counts = (kept
                       | "ConceptsOf" >> beam.Map(outcome_concepts)
                       | "CountConcepts" >> beam.CombineGlobally(ConceptCountsFn()))
-    pruned = out[KEPT] | "concepts" >> beam.ParDo(ConceptsFn(self._settings.min_concept_count),
-                                                   counts=beam.pvalue.AsSingleton(concept_counts)).with_outputs(
-                                                       REJECTS, main=KEPT)
+    pruned = kept | "concepts" >> beam.ParDo(ConceptsFn(self._settings.min_concept_count),
+                                              counts=beam.pvalue.AsSingleton(concept_counts)).with_outputs(
+                                                  REJECTS, main=KEPT)
     rejects.append(pruned[REJECTS])
     reject_counts = tuple(rejects) | "AllRejects" >> beam.Flatten() | "RejectCounts" >> beam.Map(reject_report)
     _ = ((reject_counts, *counts)
