@@ -214,8 +214,8 @@ def samples_logits(model, params, images: jax.Array, tokens: jax.Array, rng: jax
   """Teacher-forced training logits (B, n, T, V) of n captions per image, `tokens` (B, n, T): each image is encoded
   once and its memory repeated for its n samples. The logits of the images repeated n times (equal where dropout is
   off; with dropout an image's samples share its encoder's masks), at an n-th of the encoder's work. On the synthetic
-  scenes the decoder is most of the work (the update of 3 samples per image cost 3.3 MLE steps either way, measured):
-  a few percent of a step there, more with a deep encoder."""
+  scenes the decoder is most of the work (measured: the update of 3 samples per image costs 3.3 MLE steps), so it is
+  a few percent of a step there; more with a deep encoder."""
   batch, n = tokens.shape[:2]
 
   def apply(module, images, tokens):
