@@ -60,12 +60,12 @@ def test_samples_logits_encode_each_image_once_and_equal_the_repeated_images_log
   config.max_caption_tokens = 5
   model = models.build(config, 20)
   rng = np.random.default_rng(0)
-  images = rng.integers(0, 256, (2, 64, 64, 3)).astype(np.uint8)
+  images = rng.integers(0, 256, (2, 16, 16, 3)).astype(np.uint8)
   tokens = rng.integers(4, 20, (2, 3, 6)).astype(np.int32)  # 3 samples per image
-  params = nn.unbox(model.init(jax.random.key(0), images[:1], tokens[0, :1], train=False)["params"])
-  got = scst.samples_logits(model, params, images, tokens, jax.random.key(1))
-  want = model.apply({"params": params}, np.repeat(images, 3, axis=0), tokens.reshape(6, 6), train=True,
-                     rngs={"dropout": jax.random.key(1)})  # dropout is off in shapes: the same function
+  params = nn.unbox(jax.jit(lambda x, t: model.init(jax.random.key(0), x, t))(images[:1], tokens[0, :1])["params"])
+  got = jax.jit(lambda p: scst.samples_logits(model, p, images, tokens, jax.random.key(1)))(params)
+  want = jax.jit(lambda p: model.apply({"params": p}, np.repeat(images, 3, axis=0), tokens.reshape(6, 6), train=True,
+                                       rngs={"dropout": jax.random.key(1)}))(params)  # dropout is off in shapes
   np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
 
 
