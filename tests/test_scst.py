@@ -9,12 +9,13 @@ import json
 import os
 import signal
 
+import flax.linen as nn
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from capjax import checkpoints, config_util, scst, train
+from capjax import checkpoints, config_util, models, scst, train
 from capjax import evaluate as evaluate_lib
 from capjax.config_util import ConfigError
 from capjax.tokens import PAD_ID
@@ -51,6 +52,21 @@ def test_the_baselines_and_drop_worst():
   np.testing.assert_allclose(base, [[2.0] * 3, [1.0] * 3])
   np.testing.assert_allclose(advantage, [[0.0, 0.0, 1.0], [0.0, -1.0, 5.0]])  # each row's worst (the first) dropped
   assert kept.tolist() == [[False, True, True], [False, True, True]]
+
+
+@pytest.mark.parametrize("spec", ["configs/t2t.py:shapes,debug", "configs/rnn.py:shapes,debug"])
+def test_samples_logits_encode_each_image_once_and_equal_the_repeated_images_logits(spec):
+  config = config_util.load(spec)
+  config.max_caption_tokens = 5
+  model = models.build(config, 20)
+  rng = np.random.default_rng(0)
+  images = rng.integers(0, 256, (2, 16, 16, 3)).astype(np.uint8)
+  tokens = rng.integers(4, 20, (2, 3, 6)).astype(np.int32)  # 3 samples per image
+  params = nn.unbox(jax.jit(lambda x, t: model.init(jax.random.key(0), x, t))(images[:1], tokens[0, :1])["params"])
+  got = jax.jit(lambda p: scst.samples_logits(model, p, images, tokens, jax.random.key(1)))(params)
+  want = jax.jit(lambda p: model.apply({"params": p}, np.repeat(images, 3, axis=0), tokens.reshape(6, 6), train=True,
+                                       rngs={"dropout": jax.random.key(1)}))(params)  # dropout is off in shapes
+  np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
 
 
 def _config(data_dir, init_from):
