@@ -102,9 +102,9 @@ def _beam_split(pipeline_input, shards: list[str], tsv_path: str, labeled: bool,
   joined by the rule, winners grouped by shard (pass 2 reads their bytes); every Report summed by one combine and
   written as the split's part of the build report."""
   beam = tfds.core.lazy_imports.apache_beam
+  # Create already reshuffles its elements (more than one): one shard a work item, without a Reshuffle of ours.
   events = (pipeline_input
             | "Shards" >> beam.Create(list(enumerate(shards)))
-            | "OneShardPerWorker" >> beam.Reshuffle()
             | "ReadShard" >> beam.FlatMap(_read_shard, tsv_path=tsv_path, labeled=labeled, name=name,
                                           total=len(shards)).with_outputs(COUNTS, main=MAIN))
   joined = (events[MAIN]
