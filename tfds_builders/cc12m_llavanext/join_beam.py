@@ -106,16 +106,16 @@ class JoinPipeline(beam.PTransform):
     rows = (pipeline_input
             | "Jsonl" >> beam.Create([self._jsonl])
             | "ReadRows" >> beam.ParDo(ReadRowsFn()).with_outputs(COUNTS, main=MAIN))
+    # Create already reshuffles its elements (more than one): one tar a work item, without a Reshuffle of ours.
     images = (pipeline_input
               | "Shards" >> beam.Create(list(enumerate(self._shards)))
-              | "OneShardPerWorker" >> beam.Reshuffle()
               | "ReadShard" >> beam.ParDo(ReadShardFn(len(self._shards))).with_outputs(COUNTS, main=MAIN))
     joined = ({"rows": rows[MAIN], "images": images[MAIN]}
               | "ByKey" >> beam.CoGroupByKey()
               | "Join" >> beam.ParDo(JoinFn(self._drop_flagged)).with_outputs(COUNTS, main=MAIN))
     _ = ((rows[COUNTS], images[COUNTS], joined[COUNTS])
          | "AllCounts" >> beam.Flatten()
-         | "SumReports" >> beam.CombineGlobally(report_lib.combine)
+         | "SumReports" >> beam.CombineGlobally(report_lib.combine).without_defaults()  # no side-input stage
          | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
     by_name = {os.path.basename(shard): shard for shard in self._shards}
     return (joined[MAIN]
