@@ -1,12 +1,12 @@
 """The Beam path of one split: the same shard events and join rule as the plain path (`join.py`), as a PTransform
 whose shuffles carry no image bytes. Pass 1 reads each shard and checks each image, emitting light events (row,
-key, order, reason, size) as plain tuples, batched by group of rows; each group's batches are grouped and the one
+key, order, reason, size) as plain tuples, batched by group of TSV rows; each group's batches are grouped and the one
 join rule (`row_outcome`) picks each row's winner; the winners (a few numbers each) are grouped by shard, and pass
 2 reads their bytes again (at their offsets in a tar: `read_images`).
 
 Batches, not one element per image: Beam's per-element costs (each element through each transform, its coding at
-each shuffle) were most of this path's cost beyond the plain path's, and a group holds at most ROWS_PER_GROUP
-rows' events, so the join's memory stays bounded at any size.
+each shuffle) were most of this path's cost beyond the plain path's, and a group holds the events of the rows in
+GROUP_BYTES of the TSV only, so the join's memory stays bounded at any size.
 
 Imported by package name only (Beam workers unpickle these functions by module path; see the package's docstring)."""
 
@@ -26,9 +26,10 @@ from tfds_builders.img2dataset.shards import Where
 from tfds_builders.img2dataset.tsv import tsv_index
 from tfds_builders.progress import log_shard
 
-# Rows whose events are joined in one element. img2dataset's shards hold runs of consecutive rows, so a shard's
-# events fall in a few groups (one batch each); a retry's scattered rows in more, never more batches than events.
-ROWS_PER_GROUP = 1024
+# The rows joined in one element: those whose lines start in the same GROUP_BYTES of the TSV (a row's id is its
+# byte offset), about 1,600 of CC3M's rows. img2dataset's shards hold runs of consecutive rows, so a shard's events
+# fall in a few groups (one batch each); a retry's scattered rows in more, never more batches than events.
+GROUP_BYTES = 1 << 18
 MAIN, COUNTS = "main", "counts"
 # A light event as pass 1 sends it: (kind, row, position, key, reason, shard, sample, width, height, offset, size,
 # crc); Beam codes tuples of str and int natively (an Event dataclass would be pickled, one by one).
@@ -61,7 +62,7 @@ def _read_shard(item: tuple[int, str], tsv_path: str, labeled: bool, name: str, 
       continue
     checked += 1
     failed += event.kind == "bad"
-    groups[event.position // ROWS_PER_GROUP].append(_packed(event))
+    groups[event.row // GROUP_BYTES].append(_packed(event))
   if name:
     log_shard(name, number, total, checked, failed, time.process_time() - start)
   yield from groups.items()
@@ -74,7 +75,7 @@ def _join_group(item: tuple[int, Iterable[list[Packed]]]) -> Iterator[Any]:
   by_row: dict[int, list[Event]] = collections.defaultdict(list)
   for batch in item[1]:
     for packed in batch:
-      by_row[packed[2]].append(_unpacked(packed))
+      by_row[packed[1]].append(_unpacked(packed))
   counts, winners = report_lib.Report(), collections.defaultdict(list)
   for events in by_row.values():
     winner, row_counts = row_outcome(events)
