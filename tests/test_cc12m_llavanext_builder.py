@@ -299,9 +299,14 @@ def test_beam_direct_runner_writes_the_same_dataset(manual, built, bad_input, tm
 def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
   """200 rows in 5 tars (make_dummy_data.generated_defect): 4 rows without an image, 2 truncated images, 2 images
   again in the next tar, 2 images naming another url, 2 rows repeating a key, 2 placeholder captions. Both paths
-  log their progress."""
+  log their progress. Beam joins keys in groups of 10 here (1,000 in a build), the jsonl's rows in batches of 8 with
+  at most 2 open: rows and images reach their groups in several batches."""
   manual = tmp_path / "manual"
   dummy.write_generated(manual, 200, per_shard=40)
+  join_beam = helpers.import_extra("tfds_builders.cc12m_llavanext.join_beam", "pip install -e '.[beam]'")
+  monkeypatch.setattr(join_beam, "key_group", lambda key: key[:-1])
+  monkeypatch.setattr(join_beam, "ROWS_PER_BATCH", 8)
+  monkeypatch.setattr(join_beam, "_OPEN_BATCHES", 2)
   lines = _progress_lines(monkeypatch)
   plain = _build(manual, tmp_path / "plain")
   rate = r"[\d,.]+"

@@ -24,6 +24,7 @@ from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
 from tfds_builders import progress as progress_lib
 from tfds_builders.cc3m import cc3m_dataset_builder as cc3m
+from tfds_builders.img2dataset import beam as i2d_beam
 from tfds_builders.cc3m import make_dummy_data as dummy
 import helpers
 
@@ -238,9 +239,11 @@ def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
 def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
   """200 train rows in 5 shards (make_dummy_data.generated_defect): 4 failed downloads, 2 truncated JPEGs, 2 rows
   with the previous row's url (whose image joins that row again), 2 images downloaded twice; 10 validation rows.
-  Both paths log their progress."""
+  Both paths log their progress. Beam joins the rows of each KiB of the TSV here (256 KiB in a build): each shard's
+  light events go to several groups."""
   manual = tmp_path / "manual"
   dummy.write_generated(manual, 200, per_shard=40)
+  monkeypatch.setattr(i2d_beam, "GROUP_BYTES", 1024)
   lines: list[str] = []
   monkeypatch.setattr(progress_lib.logging, "info", lambda fmt, *args: lines.append(fmt % args))
   plain = _build(manual, tmp_path / "plain")
@@ -261,6 +264,25 @@ def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(
   assert on_beam.info.metadata["build_report"] == report
   for split in ("train", "validation"):
     assert _records(on_beam, split, raw_image=True) == _records(plain, split, raw_image=True)
+
+
+def test_beam_pass_1_sends_one_batch_of_tuples_per_group_of_rows_that_decode_to_the_light_events(tmp_path,
+                                                                                                   monkeypatch):
+  """Every element costs on Beam: a shard's light events go as one (group, batch) per group of rows it has images
+  of, plain tuples that decode to the events themselves, and its counts as one tagged Report."""
+  beam = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
+  manual = tmp_path / "manual"
+  dummy.write_generated(manual, 200, per_shard=40)
+  monkeypatch.setattr(i2d_beam, "GROUP_BYTES", 1024)
+  tsv = os.fspath(manual / cc3m.TSV_FILES["unlabeled"]["train"])
+  shard = i2d.split_shards(os.fspath(manual / "images"), "train")[1]
+  out = list(i2d_beam._read_shard((1, shard), tsv, False, "", 5))
+  tagged = [o for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
+  batches = [o for o in out if not isinstance(o, beam.pvalue.TaggedOutput)]
+  events = list(i2d.shard_events(shard, tsv, False, 1, light=True))
+  assert [(t.tag, t.value) for t in tagged] == [(i2d_beam.COUNTS, events[-1].counts)]
+  assert [group for group, _ in batches] == [3, 4, 5, 6, 7]  # rows 40 to 79: the TSV's 4th to 8th KiB
+  assert [i2d_beam._unpacked(p) for _, batch in batches for p in batch] == events[:-1]
 
 
 def test_read_images_reads_chosen_images_again_and_refuses_a_changed_shard(tmp_path):

@@ -1,9 +1,11 @@
-"""The cc12m_llavanext Beam pipeline, whose shuffles carry no image bytes: the jsonl.gz read as one stream of
-(key, row); each tar one work item of (key, image) with each image checked and its bytes dropped (pass 1); both
-grouped by key, and each key joined by join.key_outcome, so that the examples and the report are the plain path's;
-the winners (their text fields, no bytes) grouped by tar, and their bytes read again there, at their offsets
-(pass 2: i2d.read_images).
-The Reports of every step are summed into the build report's part.
+"""The cc12m_llavanext Beam pipeline, whose shuffles carry no image bytes: the jsonl.gz read as one stream of rows;
+each tar one work item of images, each checked and its bytes dropped (pass 1); both sent in batches of plain tuples
+by group of keys (`key_group`), grouped, and each key of a group joined by join.key_outcome, so that the examples
+and the report are the plain path's; the winners (their text fields, no bytes) grouped by tar, and their bytes read
+again there, at their offsets (pass 2: i2d.read_images).
+The Reports of every step are summed into the build report's part. Batches, not one element per row and per image:
+Beam's per-element costs (each element through each transform, a pickled dataclass at each shuffle) were most of
+this path's cost beyond the plain path's.
 
 Imported by package name only (workers unpickle these functions by module path; see tfds_builders/img2dataset/),
 and only when Beam runs: this module imports apache_beam at the top.
@@ -12,6 +14,7 @@ and only when Beam runs: this module imports apache_beam at the top.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -22,24 +25,54 @@ from absl import logging
 
 from tfds_builders import report as report_lib
 from tfds_builders.cc12m_llavanext import join
+from tfds_builders.img2dataset.shards import Where
 from tfds_builders.progress import log_shard
 
 MAIN, COUNTS = "main", "counts"
+# Rows in one batch at most: the jsonl's reader holds the batches of a few groups only (keys come in runs).
+ROWS_PER_BATCH = 1024
+_OPEN_BATCHES = 64
+
+
+def key_group(key: str) -> str:
+  """The group a key is joined in: its characters but the last three. img2dataset's keys are numbers (shard, then
+  sample), so a group is up to 1,000 consecutive keys, and a tar's images fall in a few groups."""
+  return key[:-3]
+
+
+# A light image as pass 1 sends it: (key, url, tar name, number, width, height, reason, where as a tuple or None);
+# Beam codes tuples of str, int and None natively (a dataclass would be pickled, one by one).
+def _packed(image: join.Image) -> tuple:
+  where = dataclasses.astuple(image.where) if image.where is not None else None
+  return image.key, image.url, *image.order, image.width, image.height, image.reason, where
+
+
+def _unpacked(packed: tuple) -> join.Image:
+  key, url, name, number, width, height, reason, where = packed
+  return join.Image(key, url, (name, number), None, width, height, reason, where=Where(*where) if where else None)
 
 
 NAME = "cc12m_llavanext train"  # of the log lines
 
 
 class ReadRowsFn(beam.DoFn):
-  """The jsonl.gz → (key, (line, row)) of its good rows; its counts (rows, bad rows, truncated_jsonl) tagged. Logs
-  one line when the jsonl is read: its rows, the bad ones, and the rate."""
+  """The jsonl.gz → (group, [(line, row as a tuple)]) of its good rows, in batches; its counts (rows, bad rows,
+  truncated_jsonl) tagged. Logs one line when the jsonl is read: its rows, the bad ones, and the rate."""
 
   def process(self, path: str) -> Iterator[Any]:
     counts: collections.Counter = collections.Counter()
     start, good = time.process_time(), 0
+    batches: dict[str, list[tuple[int, tuple]]] = collections.defaultdict(list)
     for line, row in join.read_rows(path, counts):
       good += 1
-      yield row.key, (line, row)
+      group = key_group(row.key)
+      batches[group].append((line, dataclasses.astuple(row)))
+      if len(batches[group]) == ROWS_PER_BATCH:
+        yield group, batches.pop(group)
+      elif len(batches) > _OPEN_BATCHES:
+        yield from batches.items()
+        batches.clear()
+    yield from batches.items()
     seconds = time.process_time() - start
     logging.info("%s jsonl read: %d rows, %d bad, %s rows/s", NAME, counts["rows"], counts["rows"] - good,
                  f"{counts['rows'] / seconds:,.0f}" if seconds > 0 else "-")
@@ -47,9 +80,9 @@ class ReadRowsFn(beam.DoFn):
 
 
 class ReadShardFn(beam.DoFn):
-  """One (number, tar) → (key, light image) of its images, each checked, no bytes kept; its counts (shards,
-  unsafe_member, truncated_shard) tagged. Logs one line per tar: its number of the `total`, its images checked and
-  those that cannot be an example here (bad; rows are joined later, on other workers), and the rate."""
+  """One (number, tar) → (group, [packed light image]) of its images, each checked, no bytes kept; its counts
+  (shards, unsafe_member, truncated_shard) tagged. Logs one line per tar: its number of the `total`, its images
+  checked and those that cannot be an example here (bad; rows are joined later, on other workers), and the rate."""
 
   def __init__(self, total: int):
     super().__init__()
@@ -59,35 +92,48 @@ class ReadShardFn(beam.DoFn):
     number, shard = item
     counts: collections.Counter = collections.Counter()
     start, checked, failed = time.process_time(), 0, 0
+    batches: dict[str, list[tuple]] = collections.defaultdict(list)
     for image in join.shard_images(shard, counts, light=True):
       checked += 1
       failed += bool(image.reason)
-      yield image.key, image
+      batches[key_group(image.key)].append(_packed(image))
     log_shard(NAME, number, self._total, checked, failed, time.process_time() - start)
+    yield from batches.items()
     yield beam.pvalue.TaggedOutput(COUNTS, report_lib.Report(counts))
 
 
 class JoinFn(beam.DoFn):
-  """(key, {rows, images}) → (tar name, Winner) when the key makes an example; the counts of every key tagged."""
+  """(group, {rows, images}: their batches) → (tar name, [Winner]) for each tar holding some of the group's
+  examples; the counts of every key of the group tagged, as one Report."""
 
   def __init__(self, drop_flagged: bool):
     super().__init__()
     self._drop_flagged = drop_flagged
 
-  def process(self, item: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
+  def process(self, item: tuple[str, dict[str, Iterable[list[Any]]]]) -> Iterator[Any]:
     _, grouped = item
-    report = report_lib.Report()
-    result = join.key_outcome(grouped["rows"], grouped["images"], self._drop_flagged, report)
-    if result is not None:
-      line, example, image = result
-      yield image.order[0], (image.where, line, example)
+    rows: dict[str, list[tuple[int, join.Row]]] = collections.defaultdict(list)
+    for batch in grouped["rows"]:
+      for line, fields in batch:
+        rows[fields[0]].append((line, join.Row(*fields)))
+    images: dict[str, list[join.Image]] = collections.defaultdict(list)
+    for batch in grouped["images"]:
+      for packed in batch:
+        images[packed[0]].append(_unpacked(packed))
+    report, winners = report_lib.Report(), collections.defaultdict(list)
+    for key in rows.keys() | images.keys():
+      result = join.key_outcome(rows.get(key, ()), images.get(key, ()), self._drop_flagged, report)
+      if result is not None:
+        line, example, image = result
+        winners[image.order[0]].append((image.where, line, example))
+    yield from winners.items()
     yield beam.pvalue.TaggedOutput(COUNTS, report)
 
 
-def shard_examples(item: tuple[str, Iterable[join.Winner]], shards: dict[str, str]) -> Iterator[Any]:
-  """(tar name, its winners) → (line, example) of each, the tar read again for their bytes."""
-  name, winners = item
-  return join.shard_examples(shards[name], winners)
+def shard_examples(item: tuple[str, Iterable[list[join.Winner]]], shards: dict[str, str]) -> Iterator[Any]:
+  """(tar name, its winners' batches) → (line, example) of each, the tar read again for their bytes."""
+  name, batches = item
+  return join.shard_examples(shards[name], [winner for batch in batches for winner in batch])
 
 
 def write_report(report: report_lib.Report, data_dir: str) -> None:
@@ -106,16 +152,16 @@ class JoinPipeline(beam.PTransform):
     rows = (pipeline_input
             | "Jsonl" >> beam.Create([self._jsonl])
             | "ReadRows" >> beam.ParDo(ReadRowsFn()).with_outputs(COUNTS, main=MAIN))
+    # Create already reshuffles its elements (more than one): one tar a work item, without a Reshuffle of ours.
     images = (pipeline_input
               | "Shards" >> beam.Create(list(enumerate(self._shards)))
-              | "OneShardPerWorker" >> beam.Reshuffle()
               | "ReadShard" >> beam.ParDo(ReadShardFn(len(self._shards))).with_outputs(COUNTS, main=MAIN))
     joined = ({"rows": rows[MAIN], "images": images[MAIN]}
-              | "ByKey" >> beam.CoGroupByKey()
+              | "ByKeyGroup" >> beam.CoGroupByKey()
               | "Join" >> beam.ParDo(JoinFn(self._drop_flagged)).with_outputs(COUNTS, main=MAIN))
     _ = ((rows[COUNTS], images[COUNTS], joined[COUNTS])
          | "AllCounts" >> beam.Flatten()
-         | "SumReports" >> beam.CombineGlobally(report_lib.combine)
+         | "SumReports" >> beam.CombineGlobally(report_lib.combine).without_defaults()  # no side-input stage
          | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
     by_name = {os.path.basename(shard): shard for shard in self._shards}
     return (joined[MAIN]
