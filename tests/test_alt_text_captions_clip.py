@@ -104,7 +104,8 @@ def test_clip_settings_parse_and_reject():
     assert settings.clip_cutoff() == -math.inf and clip_stage.share(settings).top_fraction == share
   for value, match in (("1.5", "is out of range"), ("nan", "is out of range"), ("laion2b", "is not a CLIP cut-off"),
                        ("top=0", r"is out of range — give top=X with X the share of the scored pairs kept, in \(0"),
-                       ("top=1.5", "is out of range"), ("min=2", "is out of range")):
+                       ("top=1.5", "is out of range"), ("min=2", "is out of range"),
+                       ("top=most", "is not a number — give top=X")):
     with pytest.raises(ValueError, match=f"clip_threshold={value} {match}"):
       stages_lib.parse_settings(["clip_weights=clip", f"clip_threshold={value}"])
   with pytest.raises(ValueError, match="clip_threshold=laion needs a CLIP model — add --set=clip_weights=DIR"):

@@ -31,11 +31,8 @@ def parse_threshold(text: str) -> Any:
   datacomp_l14_top30 is, F = 0.3). Raises ValueError."""
   from capjax.text_models import clip_score  # noqa: PLC0415
   names = ", ".join(clip_score.THRESHOLDS)
-  try:
+  if _is_number(text):
     number = float(text)
-  except ValueError:
-    number = None
-  if number is not None:
     if not -1 <= number <= 1:  # nan too
       raise ValueError(f"clip_threshold={text} is out of range — a CLIP score is a cosine: give a number in [-1, 1] "
                        f"or one of {names}")
@@ -46,9 +43,18 @@ def parse_threshold(text: str) -> Any:
   except ValueError:
     if kind in ("min", "top"):
       span = "a cosine in [-1, 1]" if kind == "min" else "the share of the scored pairs kept, in (0, 1]"
-      raise ValueError(f"clip_threshold={text} is out of range — give {kind}=X with X {span}") from None
+      wrong = "is out of range" if _is_number(value) else "is not a number"
+      raise ValueError(f"clip_threshold={text} {wrong} — give {kind}=X with X {span}") from None
     raise ValueError(f"clip_threshold={text} is not a CLIP cut-off — give one of {names}, a number in [-1, 1], or "
                      "top=F (the top share F in (0, 1] of the scored pairs)") from None
+
+
+def _is_number(text: str) -> bool:
+  try:
+    float(text)
+  except ValueError:
+    return False
+  return True
 
 
 def share(settings: Any) -> Any:
