@@ -48,8 +48,9 @@ def test_clip_stage_drops_the_pairs_the_scorer_scores_below_a_minimum(clip_weigh
 @pytest.fixture(scope="module")
 def clip_builds(clip_weights, tmp_path_factory) -> tuple[tfds.core.DatasetBuilder, tfds.core.DatasetBuilder]:
   """The dummy data built with the clip stage keeping the top half of the scored pairs (the share's global step),
-  on the plain path and on Beam (the DirectRunner in memory)."""
-  items = [f"clip_weights={clip_weights}", f"clip_threshold={CLIP_SHARE}", "min_concept_count=0"]
+  then the dedup stage (which sees only the pairs above the cut-off), on the plain path and on Beam (the
+  DirectRunner in memory)."""
+  items = [f"clip_weights={clip_weights}", f"clip_threshold={CLIP_SHARE}", "dedup=phash", "min_concept_count=0"]
   return build(tmp_path_factory.mktemp("clip_plain"), items), build(tmp_path_factory.mktemp("clip_beam"), items,
                                                                     beam=True)
 
@@ -63,9 +64,10 @@ def test_clip_share_keeps_the_pairs_at_or_above_the_cutoff_of_every_score(clip_b
   below = sorted(key for key, score in zip(keys, scores) if score < cutoff)
   assert below == ["000000017", "000010001", "000010002"]  # 000000017, the hypernym repair's reject, goes at clip
   funnel = plain.info.metadata["funnel"]
-  assert [e["stage"] for e in funnel] == ["image", "text", "cross", "clip", "hypernym", "concepts"]
+  assert [e["stage"] for e in funnel] == ["image", "text", "cross", "clip", "hypernym", "dedup", "concepts"]
   assert funnel[3:] == [{"stage": "clip", "in": 8, "out": 5, "reasons": {"clip_below_threshold": 3}},
                         {"stage": "hypernym", "in": 5, "out": 5, "reasons": {}},
+                        {"stage": "dedup", "in": 5, "out": 5, "reasons": {}},  # distinct scenes
                         {"stage": "concepts", "in": 5, "out": 5, "reasons": {}}]
   histogram = collections.Counter(f"{math.floor(score / 0.05) * 0.05:.2f}" for score in scores)
   assert plain.info.metadata["clip_scores"] == {edge: histogram[edge] for edge in sorted(histogram, key=float)}
