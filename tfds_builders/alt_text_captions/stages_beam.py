@@ -11,6 +11,7 @@ only when Beam runs: this module imports apache_beam at the top.
 
 from __future__ import annotations
 
+import array
 import collections
 import functools
 import time
@@ -129,24 +130,27 @@ class HypernymFn(_StagesDoFn):
 
 
 class CutoffFn(beam.CombineFn):
-  """A share's cut-off over the whole build: every score the clip stage gave (a list of floats, the plain path's
-  pool), then clip_stage.pool_cutoff, the plain path's rule, so that both paths drop the same keys."""
+  """A share's cut-off over the whole build: every score the clip stage gave (8 bytes each, as the plain path's
+  pool holds them), then clip_stage.pool_cutoff, the plain path's rule, so that both paths drop the same keys."""
 
   def __init__(self, threshold: Any):
     super().__init__()
     self._threshold = threshold
 
-  def create_accumulator(self) -> list[float]:
-    return []
+  def create_accumulator(self) -> array.array:
+    return array.array("d")
 
-  def add_input(self, accumulator: list[float], score: float) -> list[float]:
+  def add_input(self, accumulator: array.array, score: float) -> array.array:
     accumulator.append(score)
     return accumulator
 
-  def merge_accumulators(self, accumulators: Iterable[list[float]]) -> list[float]:
-    return [score for accumulator in accumulators for score in accumulator]
+  def merge_accumulators(self, accumulators: Iterable[array.array]) -> array.array:
+    merged = array.array("d")
+    for accumulator in accumulators:
+      merged.extend(accumulator)
+    return merged
 
-  def extract_output(self, accumulator: list[float]) -> float:
+  def extract_output(self, accumulator: array.array) -> float:
     return clip_lib.pool_cutoff(accumulator, self._threshold)
 
 
