@@ -5,7 +5,6 @@ funnel in metadata, the labels cross filter, --set settings (and their errors) t
 from __future__ import annotations
 
 import collections
-import math
 import os
 import pathlib
 import re
@@ -35,8 +34,9 @@ class AltTextCaptionsTest(tfds.testing.DatasetBuilderTestCase):
   SKIP_CHECKSUMS = True
 
 
-def outcomes(settings: stages_lib.Settings, labels: str = "") -> dict[str, tuple[str | None, str | None]]:
-  stages = stages_lib.Stages(settings, labels)
+def outcomes(settings: stages_lib.Settings, labels: str = "",
+             clip: str = "") -> dict[str, tuple[str | None, str | None]]:
+  stages = stages_lib.Stages(settings, labels, clip_path=clip)
   counts: collections.Counter = collections.Counter()
   return {o.key: (o.stage, o.reason) for shard in i2d.list_shards(os.fspath(DUMMY))
           for o, _ in stages_lib.shard_outcomes(shard, stages, counts)}
@@ -253,69 +253,6 @@ def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(
   for key, record in want.items():
     assert {f: got[key][f].tolist() if hasattr(got[key][f], "tolist") else got[key][f] for f in record} == {
         f: v.tolist() if hasattr(v, "tolist") else v for f, v in record.items()}, key
-
-
-# The clip stage with the tiny random CLIP fixture (conftest's clip_weights) at a cut-off between its scores of the
-# dummy data's 8 survivors of the cross filter (0.45, 0.17, 0.07 above; -0.01 and below under it).
-CLIP_THRESHOLD = 0.03
-CLIP_DROPPED = ["000000017", "000000018", "000010000", "000010001", "000010002"]
-
-
-@pytest.fixture(scope="module")
-def clip_builds(clip_weights, tmp_path_factory) -> tuple[tfds.core.DatasetBuilder, tfds.core.DatasetBuilder]:
-  """The dummy data built with the clip stage on the plain path and on Beam (the DirectRunner in memory)."""
-  items = [f"clip_weights={clip_weights}", f"clip_threshold={CLIP_THRESHOLD}", "min_concept_count=0"]
-  return build(tmp_path_factory.mktemp("clip_plain"), items), build(tmp_path_factory.mktemp("clip_beam"), items,
-                                                                    beam=True)
-
-
-def test_clip_stage_drops_the_pairs_the_scorer_scores_below_the_threshold(clip_builds, clip_weights):
-  from capjax.text_models import clip_score
-  plain, _ = clip_builds
-  survivors = {key for key, (stage, _) in outcomes(stages_lib.Settings()).items() if stage in (None, "hypernym")}
-  candidates = [c for shard in i2d.list_shards(os.fspath(DUMMY))
-                for c in i2d.shard_candidates(shard, collections.Counter()) if c.key in survivors]
-  scores = clip_score.Scorer.load(clip_weights).score([c.image for c in candidates], [c.caption for c in candidates])
-  assert sorted(c.key for c, score in zip(candidates, scores) if score < CLIP_THRESHOLD) == CLIP_DROPPED
-  funnel = plain.info.metadata["funnel"]
-  assert [e["stage"] for e in funnel] == ["image", "text", "cross", "clip", "hypernym", "concepts"]
-  assert funnel[3] == {"stage": "clip", "in": 8, "out": 3, "reasons": {"clip_below_threshold": 5}}
-  assert funnel[4] == {"stage": "hypernym", "in": 3, "out": 3, "reasons": {}}  # 000000017 went at the clip stage
-  histogram = collections.Counter(f"{math.floor(score / 0.05) * 0.05:.2f}" for score in scores)
-  assert plain.info.metadata["clip_scores"] == {edge: histogram[edge] for edge in sorted(histogram, key=float)}
-  settings = plain.info.metadata["settings"]
-  assert (settings["clip_weights"], settings["clip_threshold"]) == (os.fspath(clip_weights), str(CLIP_THRESHOLD))
-  assert sorted(raw_records(plain)) == sorted(set(KEPT) - set(CLIP_DROPPED)) == ["000000000", "000000001",
-                                                                                   "000000002"]
-  line = builder_lib._describe(plain.info.metadata).splitlines()
-  assert line[4].startswith("clip") and line[4].endswith("not in the paper          clip_below_threshold 5")
-  assert line[-1].startswith("clip scores (cosine) of the 8 pairs scored: [")
-
-
-def test_clip_stage_on_beam_equals_the_plain_path(clip_builds):
-  plain, beam_built = clip_builds
-  for field in ("funnel", "shards", "clip_scores", "settings"):
-    assert beam_built.info.metadata[field] == plain.info.metadata[field], field
-  want, got = raw_records(plain), raw_records(beam_built)
-  assert sorted(got) == sorted(want)
-  for key, record in want.items():
-    assert {f: got[key][f].tolist() if hasattr(got[key][f], "tolist") else got[key][f] for f in record} == {
-        f: v.tolist() if hasattr(v, "tolist") else v for f, v in record.items()}, key
-
-
-def test_clip_settings_parse_and_reject():
-  assert stages_lib.Settings().stages() == ("image", "text", "cross", "hypernym", "concepts")
-  assert "clip_weights" not in stages_lib.Settings().as_dict()  # the paper's metadata and config names as before
-  on = stages_lib.parse_settings(["clip_weights=clip"])
-  assert on.stages()[3] == "clip" and on.clip_threshold == "datacomp_b32" and on.clip_cutoff() == 0.25
-  assert stages_lib.parse_settings(["clip_weights=clip", "clip_threshold=laion"]).clip_cutoff() == 0.28
-  assert stages_lib.parse_settings(["clip_weights=clip", "clip_threshold=-0.5"]).clip_cutoff() == -0.5
-  for value, match in (("1.5", "is out of range"), ("nan", "is out of range"), ("laion2b", "is not a CLIP cut-off"),
-                       ("top=0.3", "keeps a top share of the whole build's scores")):
-    with pytest.raises(ValueError, match=f"clip_threshold={value} {match}"):
-      stages_lib.parse_settings(["clip_weights=clip", f"clip_threshold={value}"])
-  with pytest.raises(ValueError, match="clip_threshold=laion needs a CLIP model — add --set=clip_weights=DIR"):
-    stages_lib.parse_settings(["clip_threshold=laion"])
 
 
 def test_a_build_that_keeps_no_candidate_is_one_error_line_with_the_funnel(tmp_path, capsys):

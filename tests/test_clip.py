@@ -96,6 +96,18 @@ def test_a_caption_over_the_context_is_cut_keeping_its_end_token(scorer):
   assert cut == [1] and np.abs(embeds[1] - alone[0]).max() <= 1e-6
 
 
+def test_fixed_length_embeds_a_caption_the_same_in_any_batch(clip_weights, scorer):
+  """Captions padded to the full context (the clip stage's Scorer): a caption's embedding does not depend, to the
+  last bit, on the other captions of its batch, which a share cut-off over a build's two paths needs (padded to the
+  batch's longest, the first two differ in their last bits here). The padding is masked: the same embeddings."""
+  captions = ["A dog runs along the beach.", "Two children play football in the park.", "A red car is parked on the "
+              "street.", "Zxqwv Blorftson attends the party at the club.", "Harrison Ford attends the premiere."]
+  fixed = clip_score.Scorer.load(clip_weights, batch_size=2, fixed_length=True)
+  together, _ = fixed.embed_texts(captions)
+  np.testing.assert_array_equal(together, np.concatenate([fixed.embed_texts([c])[0] for c in captions]))
+  assert np.abs(together - scorer.embed_texts(captions)[0]).max() <= 1e-6
+
+
 def test_tokenizer_gives_the_reference_ids():
   reference = json.loads((FIXTURES / "clip_tokens.json").read_text(encoding="utf-8"))
   tokenizer = tokenizers.CLIPTokenizer(FIXTURES / "clip" / "vocab.json", FIXTURES / "clip" / "merges.txt")

@@ -85,7 +85,8 @@ CASES = [
       for name, items, match in (
           ("threshold-out-of-range", ("clip_weights=clip", "clip_threshold=1.5"), "clip_threshold=1.5 is out of range"),
           ("threshold-unknown", ("clip_weights=clip", "clip_threshold=laion2b"), "laion2b is not a CLIP cut-off"),
-          ("threshold-a-top-share", ("clip_weights=clip", "clip_threshold=datacomp_l14_top30"), "a top share"),
+          ("threshold-share-out-of-range", ("clip_weights=clip", "clip_threshold=top=1.5"),
+           "clip_threshold=top=1.5 is out of range"),
           ("threshold-without-weights", ("clip_threshold=laion",), "needs a CLIP model"))),
     # TFDS records the builder config before it looks into the manual dir: bookkeeping, not an output.
     *(case(BUILD, f"set-clip-weights-{name}", "--dataset=alt_text_captions", f"--set=clip_weights={weights}",

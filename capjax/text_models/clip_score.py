@@ -112,18 +112,20 @@ def preprocess(image: np.ndarray, config: CLIPConfig) -> np.ndarray:
 class Scorer:
   """A converted CLIP with its tokenizer: normalized embeddings of images and captions, and pairs' CLIP scores.
   Batches are padded to `batch_size` rows (and captions to a multiple of 8 tokens) so that the jitted towers compile
-  for a few shapes only."""
+  for a few shapes only. With `fixed_length`, every caption is padded to max_position_embeddings tokens (as open_clip,
+  which DataComp scored with, pads): a pair's score then does not depend on the other captions of its batch, to the
+  last bit (a shorter padding changes the summation order), which a share cut-off over two build paths needs."""
 
-  def __init__(self, model: checkpoint.TextModel, batch_size: int = 32):
+  def __init__(self, model: checkpoint.TextModel, batch_size: int = 32, fixed_length: bool = False):
     if model.kind != "clip":
       raise checkpoint.WeightsError(f"{model.directory} holds a {model.kind} model — the CLIP score needs a CLIP "
                                     "checkpoint (--format=hf_clip)")
-    self.model, self.config, self.batch_size = model, model.config, batch_size
+    self.model, self.config, self.batch_size, self.fixed_length = model, model.config, batch_size, fixed_length
     self.tokenizer = tokenizers.CLIPTokenizer(model.directory / "vocab.json", model.directory / "merges.txt")
 
   @classmethod
-  def load(cls, directory: str | os.PathLike[str], batch_size: int = 32) -> Scorer:
-    return cls(checkpoint.load(pathlib.Path(directory), "clip"), batch_size)
+  def load(cls, directory: str | os.PathLike[str], batch_size: int = 32, fixed_length: bool = False) -> Scorer:
+    return cls(checkpoint.load(pathlib.Path(directory), "clip"), batch_size, fixed_length)
 
   @functools.cached_property
   def _towers(self) -> tuple[Any, Any]:
@@ -146,9 +148,9 @@ class Scorer:
   def embed_texts(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
     """(L2-normalized embeddings (N, projection_dim) float32, indices of the texts cut to max_position_embeddings
     tokens, <|endoftext|> kept last as Hugging Face's truncation keeps it)."""
-    eos = self.tokenizer.eos_id
-    ids, mask, cut = tokenizers.pad([self.tokenizer.encode(t) for t in texts],
-                                    self.config.text.max_position_embeddings, pad_id=eos, end_id=eos)
+    eos, length = self.tokenizer.eos_id, self.config.text.max_position_embeddings
+    ids, mask, cut = tokenizers.pad([self.tokenizer.encode(t) for t in texts], length, pad_id=eos, end_id=eos,
+                                    multiple=length if self.fixed_length else 8)
     return self._batched(self._towers[0], ids, mask), cut
 
   def embed_images(self, images: Sequence[np.ndarray | bytes | str | os.PathLike[str]]) -> np.ndarray:

@@ -152,22 +152,27 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
           f" ({', '.join(f'{r} {n}' for r, n in e['reasons'].items())})" if e["reasons"] else "")
           for e in funnel)
       return f"every candidate of the {len(shards)} shard(s) in the manual dir was dropped: {where}"
-    yield from at_least_one(self._stage_examples(shards, stages, excluded, report), nothing_kept,
+    cutoff: list[float] = []  # the clip stage's cut-off, once _stage_examples knows it
+    yield from at_least_one(self._stage_examples(shards, stages, excluded, report, cutoff), nothing_kept,
                             "check the manual dir's shards, or loosen the --set settings of the stage that dropped "
                             f"them all ({_INSTRUCTIONS_POINTER})")
-    report_lib.write_part(self.data_dir, "train", stages_lib.report_part(report, settings))
+    report_lib.write_part(self.data_dir, "train", stages_lib.report_part(report, settings, *cutoff))
 
   def _stage_examples(self, shards: list[str], stages: stages_lib.Stages, excluded: Mapping[str, phash_lib.HashIndex],
-                      report: report_lib.Report) -> Iterator[tuple[str, dict[str, Any]]]:
+                      report: report_lib.Report, cutoff: list[float]) -> Iterator[tuple[str, dict[str, Any]]]:
     """Two passes: stages a-c per shard while counting concepts, each shard's survivors (small records, no images)
     written to a temporary file; then pruning, with each shard read again for its survivors' images. Memory holds
-    one shard's survivors, not the build's (a few percent of 5 billion candidates at the paper's scale). With the
-    dedup stage, between the two: every survivor's hash (a key and 8 bytes each, no image) in memory, the dropped
-    ones' concepts taken out of the counts (`_dedup`)."""
+    one shard's survivors, not the build's (a few percent of 5 billion candidates at the paper's scale). Between the
+    two, the global steps: with a share clip_threshold, every scored pair's score (8 bytes each) in memory, the
+    cut-off computed from them and the survivors below it dropped (`_clip_cut`); with the dedup stage, every
+    survivor's hash (a key and 8 bytes each, no image), the dropped ones' concepts taken out of the counts (`_dedup`).
+    The clip stage's cut-off goes into `cutoff`, for the report."""
     settings = stages.settings
     counts: collections.Counter = collections.Counter()
     concept_counts: collections.Counter = collections.Counter()
-    hashed: list[phash_lib.Hashed] = []  # with dedup=phash: every survivor's
+    hashed: list[tuple[phash_lib.Hashed, float | None]] = []  # with dedup=phash: every survivor's, with its score
+    share = clip_lib.share(settings)
+    pool = clip_lib.Pool() if share else None
     # Shards done of the shards (a shard's candidates are not known before it is read), with candidates/s.
     progress = Progress(f"{_NAME} stages a-c", len(shards), unit="shards", items="candidates",
                         failed="candidates dropped so far")
@@ -176,23 +181,35 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       for shard, path in zip(shards, survivors):
         with open(path, "w", encoding="utf-8") as f:
           for outcome, _ in stages_lib.shard_outcomes(shard, stages, counts):
-            stages_lib.count_outcome(report, outcome.stage, outcome.reason, outcome.clip_score)
             progress.update(0, int(outcome.stage is not None), items=1)
+            if pool is not None and outcome.clip_score is not None:
+              pool.add(outcome.clip_score)
+              if outcome.stage == "hypernym":  # counted once the cut-off says which stage dropped it
+                pool.hold(outcome.reason, outcome.clip_score)
+                continue
+            stages_lib.count_outcome(report, outcome.stage, outcome.reason, outcome.clip_score)
             if outcome.stage is None:
               f.write(outcome.to_json() + "\n")
               concept_counts.update(set(outcome.concepts))
               if settings.dedup and outcome.phash is not None:
-                hashed.append(outcome.hashed())
+                hashed.append((outcome.hashed(), outcome.clip_score))
         progress.update(1)
       progress.finish()
-      dropped = (_dedup(survivors, hashed, settings, excluded, concept_counts, report)
+      clip_cut = None  # the clip stage's cut-off: a minimum as given, a share's computed from every score
+      if settings.clip_weights:
+        clip_cut = clip_lib.pool_cutoff(pool.scores, share) if share else settings.clip_cutoff()
+        cutoff.append(clip_cut)
+      if pool is not None:
+        _clip_cut(survivors, pool, clip_cut, concept_counts, report)
+      hashed = [h for h, score in hashed if not clip_lib.below(score, clip_cut)]
+      dropped = (_dedup(survivors, hashed, settings, excluded, concept_counts, report, clip_cut)
                  if "dedup" in settings.stages() else set())
       progress = Progress(f"{_NAME} concepts", len(shards), unit="shards", items="examples",
                           failed="pruned so far")
       for shard, path in zip(shards, survivors):
         pruned = {}
         for outcome in _read_outcomes(path):
-          if outcome.key in dropped:
+          if outcome.key in dropped or clip_lib.below(outcome.clip_score, clip_cut):
             continue
           reason = stages_lib.concept_reason(outcome.concepts, concept_counts, settings.min_concept_count)
           if reason is not None:
@@ -226,16 +243,34 @@ def _check_clip_weights(path: str) -> None:
     raise ManualDataError(f"clip_weights: {error}") from error
 
 
+def _clip_cut(survivors: Sequence[str], pool: clip_lib.Pool, cutoff: float, concept_counts: collections.Counter,
+              report: report_lib.Report) -> None:
+  """A share's global step on the plain path, once `cutoff` is computed from every score: the hypernym repair's held
+  rejects counted at the stage clip_stage.cut gives them, and each survivor below the cut-off dropped as
+  clip_below_threshold, its concepts taken out of `concept_counts` (the later reads skip it by its score: no keys
+  are held)."""
+  for stage, reason, score in pool.released(cutoff):
+    stages_lib.count_outcome(report, stage, reason, score)
+  for path in survivors:
+    for outcome in _read_outcomes(path):
+      if clip_lib.below(outcome.clip_score, cutoff):
+        report.count("clip", reason=clip_lib.REASON)
+        concept_counts.subtract(set(outcome.concepts))
+
+
 def _dedup(survivors: Sequence[str], hashed: Sequence[phash_lib.Hashed], settings: stages_lib.Settings,
            excluded: Mapping[str, phash_lib.HashIndex], concept_counts: collections.Counter,
-           report: report_lib.Report) -> set[str]:
+           report: report_lib.Report, clip_cut: float | None) -> set[str]:
   """The dedup stage on the plain path: the near-duplicates among all survivors' hashes (multi-index hashing, in
-  memory), then each survivor's reason (dedup.dedup_outcome, the Beam path's too), the dropped ones' concepts taken
-  out of `concept_counts`, so that concept pruning counts only the pairs kept. Returns the dropped keys."""
+  memory; those below the clip cut-off left out by the caller), then each survivor's reason (dedup.dedup_outcome,
+  the Beam path's too), the dropped ones' concepts taken out of `concept_counts`, so that concept pruning counts
+  only the pairs kept. Returns the dropped keys."""
   near = phash_lib.near_duplicates(hashed, settings.dedup_threshold) if settings.dedup else set()
   dropped = set()
   for path in survivors:
     for outcome in _read_outcomes(path):
+      if clip_lib.below(outcome.clip_score, clip_cut):
+        continue
       if dedup_lib.dedup_outcome(outcome, outcome.key in near, excluded, report) is not None:
         dropped.add(outcome.key)
         concept_counts.subtract(set(outcome.concepts))
@@ -261,7 +296,8 @@ def _describe(metadata: Mapping[str, Any]) -> str:
   dropped per exclude split."""
   table = stages_lib.format_funnel(metadata["funnel"])
   if clip_lib.SCORES in metadata:
-    table += "\n" + clip_lib.format_histogram(metadata[clip_lib.SCORES])
+    table += "\n" + clip_lib.format_histogram(metadata[clip_lib.SCORES], metadata.get(clip_lib.CUTOFF),
+                                              metadata["settings"].get("clip_threshold", ""))
   leaks = metadata.get(dedup_lib.EVAL_LEAKS)
   if leaks:
     table += "\neval_leak by exclude split: " + ", ".join(f"{spec} {n}" for spec, n in leaks.items())

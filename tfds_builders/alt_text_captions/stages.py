@@ -64,7 +64,7 @@ class Settings:
   labeler_min_depth: int = 6  # hypernyms nearer WordNet's root ("object", "whole", "organism") are not labels
   min_concept_count: int = 100  # pairs with a concept seen in this many pairs or fewer are dropped
   clip_weights: str = ""  # a CLIP from `convert_weights --format=hf_clip` (relative to the manual dir, or absolute)
-  clip_threshold: str = ""  # datacomp_b32 (the default with clip_weights) | laion | a cosine in [-1, 1]
+  clip_threshold: str = ""  # datacomp_b32 (default) | laion | a cosine in [-1, 1] | datacomp_l14_top30 | top=F
   dedup: str = ""  # '' (off) | phash: of near-duplicates within the build, the best-ranked kept (dedup.py)
   dedup_threshold: int = 10  # pHashes within this Hamming distance (of 64 bits) are near-duplicates
   exclude: tuple[str, ...] = ()  # NAME[/CONFIG]:SPLIT of built datasets: their near-copies dropped (eval_leak)
@@ -89,8 +89,8 @@ class Settings:
     return tuple(stage for stage in STAGE_NAMES if on.get(stage, True))
 
   def clip_cutoff(self) -> float:
-    """The minimum CLIP score the clip stage keeps."""
-    return clip_lib.parse_threshold(self.clip_threshold or clip_lib.DEFAULT_THRESHOLD).minimum
+    """The minimum CLIP score the clip stage keeps as it scores (-inf for a share: clip_stage.stage_cutoff)."""
+    return clip_lib.stage_cutoff(self.clip_threshold or clip_lib.DEFAULT_THRESHOLD)
 
   def as_dict(self) -> dict[str, Any]:
     """The settings as metadata records them (and as custom configs are named by): an optional stage's only when
@@ -184,12 +184,13 @@ def count_outcome(report: report_lib.Report, stage: str | None, reason: str | No
     clip_lib.count_score(report, clip_score)
 
 
-def report_part(report: report_lib.Report, settings: Settings) -> dict[str, Any]:
+def report_part(report: report_lib.Report, settings: Settings, clip_cutoff: float | None = None) -> dict[str, Any]:
   """The build report's part both paths write: the funnel of the stages run, the shards' counts, with the clip
-  stage the histogram of its scores, and with exclude the candidates dropped per evaluation split matched."""
+  stage the histogram of its scores and the cut-off applied, and with exclude the candidates dropped per evaluation
+  split matched."""
   part = {"funnel": funnel(report, settings.stages()), "shards": shard_counts(report)}
   if settings.clip_weights:
-    part[clip_lib.SCORES] = clip_lib.histogram(report)
+    part[clip_lib.SCORES], part[clip_lib.CUTOFF] = clip_lib.histogram(report), clip_lib.recorded(clip_cutoff)
   if settings.exclude:
     part[dedup_lib.EVAL_LEAKS] = dedup_lib.leak_counts(report, settings.exclude)
   return part
@@ -359,8 +360,8 @@ class Stages:
 
   def clip_stage(self, items: Sequence[Item]) -> list[tuple[str | None, Item]]:
     """Beyond the paper: the CLIP score of each image with its alt-text as harvested (DataComp scores the raw
-    alt-text), below the clip_threshold cut-off a reject. A batch of items at a time (clip_stage.BATCH make one
-    call); each item comes back with its score."""
+    alt-text), below a minimum clip_threshold a reject (a share decides nothing here: the builder cuts once all are
+    scored). A batch of items at a time (clip_stage.BATCH make one call); each item comes back with its score."""
     scored = clip_lib.score(self.clip, [i.candidate.image for i in items], [i.candidate.caption for i in items],
                             self.settings.clip_cutoff(), self.settings.max_pixels)
     return [(reason, dataclasses.replace(item, clip_score=score)) for item, (reason, score) in zip(items, scored)]

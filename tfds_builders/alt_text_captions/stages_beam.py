@@ -11,6 +11,7 @@ only when Beam runs: this module imports apache_beam at the top.
 
 from __future__ import annotations
 
+import array
 import collections
 import functools
 import time
@@ -28,7 +29,7 @@ from tfds_builders.alt_text_captions import dedup as dedup_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.progress import log_shard
 
-KEPT, REJECTS, COUNTS = "kept", "rejects", "counts"
+KEPT, REJECTS, COUNTS, SCORES = "kept", "rejects", "counts", "scores"
 
 
 @functools.lru_cache(maxsize=4)
@@ -96,14 +97,17 @@ class StageFn(_StagesDoFn):
 class ClipFn(_StagesDoFn):
   """Beyond the paper: the CLIP score of a batch of items (beam.BatchElements of clip_stage.BATCH), each kept item on
   the main output, each reject tagged `rejects`, and the batch's scores as a Report tagged `counts` (the
-  histogram)."""
+  histogram); with a share cut-off, each score tagged `scores` too (the pool the cut-off is computed from)."""
 
   stage = "clip"
 
   def process(self, items: list[stages_lib.Item]) -> Iterator[Any]:
     scores = report_lib.Report()
+    share = clip_lib.share(self._stages.settings) is not None
     for reason, item in self._stages.clip_stage(items):
       clip_lib.count_score(scores, item.clip_score)
+      if share:
+        yield beam.pvalue.TaggedOutput(SCORES, item.clip_score)
       if reason is None:
         yield item
       else:
@@ -112,7 +116,8 @@ class ClipFn(_StagesDoFn):
 
 
 class HypernymFn(_StagesDoFn):
-  """The repair step: (Outcome, shard) of a captioned candidate (its image bytes dropped), or its reject."""
+  """The repair step: (Outcome, shard) of a captioned candidate (its image bytes dropped), or its reject with its
+  CLIP score (with a share cut-off, `clip_cut_reject` decides its stage)."""
 
   stage = "hypernym"
 
@@ -121,7 +126,49 @@ class HypernymFn(_StagesDoFn):
     if reason is None:
       yield outcome, item.shard
     else:
-      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, self.stage, reason))
+      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, self.stage, reason, outcome.clip_score))
+
+
+class CutoffFn(beam.CombineFn):
+  """A share's cut-off over the whole build: every score the clip stage gave (8 bytes each, as the plain path's
+  pool holds them), then clip_stage.pool_cutoff, the plain path's rule, so that both paths drop the same keys."""
+
+  def __init__(self, threshold: Any):
+    super().__init__()
+    self._threshold = threshold
+
+  def create_accumulator(self) -> array.array:
+    return array.array("d")
+
+  def add_input(self, accumulator: array.array, score: float) -> array.array:
+    accumulator.append(score)
+    return accumulator
+
+  def merge_accumulators(self, accumulators: Iterable[array.array]) -> array.array:
+    merged = array.array("d")
+    for accumulator in accumulators:
+      merged.extend(accumulator)
+    return merged
+
+  def extract_output(self, accumulator: array.array) -> float:
+    return clip_lib.pool_cutoff(accumulator, self._threshold)
+
+
+def clip_cut_reject(reject: tuple[str, str, str, float | None], cutoff: float) -> tuple[Any, ...]:
+  """A hypernym reject's stage once a share's cut-off is known (clip_stage.cut: below it, the clip stage's)."""
+  key, stage, reason, score = reject
+  return (key, *clip_lib.cut(stage, reason, score, cutoff))
+
+
+class ClipCutFn(beam.DoFn):
+  """A share's global step (after the hypernym repair, before dedup): (Outcome, shard) at or above the cut-off (a
+  side input) kept, those below it rejected as clip_below_threshold."""
+
+  def process(self, item: tuple[stages_lib.Outcome, str], cutoff: float) -> Iterator[Any]:
+    if clip_lib.below(item[0].clip_score, cutoff):
+      yield beam.pvalue.TaggedOutput(REJECTS, (item[0].key, "clip", clip_lib.REASON))
+    else:
+      yield item
 
 
 class ConceptCountsFn(beam.CombineFn):
@@ -241,22 +288,24 @@ def shard_examples(item: tuple[str, Iterable[stages_lib.Outcome]]) -> Iterator[t
   return stages_lib.shard_examples(shard, {outcome.key: outcome for outcome in outcomes})
 
 
-def reject_report(reject: tuple[str, str, str]) -> report_lib.Report:
-  """A reject's contribution to the funnel: one under its stage, by reason."""
-  _, stage, reason = reject
+def reject_report(reject: tuple[Any, ...]) -> report_lib.Report:
+  """A reject (key, stage, reason[, score]) as its contribution to the funnel: one under its stage, by reason."""
+  _, stage, reason = reject[:3]
   return report_lib.Report().count(stage, reason=reason)
 
 
-def write_report(report: report_lib.Report, data_dir: str, settings: stages_lib.Settings) -> None:
-  report_lib.write_part(data_dir, "train", stages_lib.report_part(report, settings))
+def write_report(report: report_lib.Report, data_dir: str, settings: stages_lib.Settings,
+                 clip_cutoff: float | None) -> None:
+  report_lib.write_part(data_dir, "train", stages_lib.report_part(report, settings, clip_cutoff))
 
 
 class StagesPipeline(beam.PTransform):
   """Shards → Reshuffle → ReadShard → image → text → cross → [ClipBatches → clip] → hypernym (bytes dropped) →
-  [dedup] → concepts (CountConcepts of the pairs kept, as a side input) → KeptByShard → ReadKept (the shard read
-  again) → (key, example); every stage's rejects, the read counts and the CLIP scores, as Reports, summed by one
-  combine into the build report's part in `data_dir`, the dataset's folder being built (tfds_builders/report.py).
-  `paths`: the labels file, the labeler's and the CLIP's weights; `excluded`: the exclude splits' hash indexes (the
+  [ClipCut: below a share's cut-off (ClipCutoff over every score the clip stage gave, a side input)] → [dedup] →
+  concepts (CountConcepts of the pairs kept, as a side input) → KeptByShard → ReadKept (the shard read again) →
+  (key, example); every stage's rejects, the read counts and the CLIP scores, as Reports, summed by one combine into
+  the build report's part in `data_dir`, the dataset's folder being built (tfds_builders/report.py). `paths`: the
+  labels file, the labeler's and the CLIP's weights; `excluded`: the exclude splits' hash indexes (the
   builder reads them)."""
 
   def __init__(self, shards: list[str], settings: stages_lib.Settings, paths: tuple[str, str, str], data_dir: str,
@@ -275,16 +324,25 @@ class StagesPipeline(beam.PTransform):
       out = items | stage >> beam.ParDo(StageFn(stage, *self._args)).with_outputs(REJECTS, main=KEPT)
       items = out[KEPT]
       rejects.append(out[REJECTS])
+    share, cutoff = clip_lib.share(self._settings), None
     if self._settings.clip_weights:  # batches of the fused items: no shuffle, so no image bytes cross one
       out = (items
              | "ClipBatches" >> beam.BatchElements(min_batch_size=clip_lib.BATCH, max_batch_size=clip_lib.BATCH)
-             | "clip" >> beam.ParDo(ClipFn(*self._args)).with_outputs(REJECTS, COUNTS, main=KEPT))
+             | "clip" >> beam.ParDo(ClipFn(*self._args)).with_outputs(REJECTS, COUNTS, SCORES, main=KEPT))
       items = out[KEPT]
       rejects.append(out[REJECTS])
       counts.append(out[COUNTS])
+      cutoff = self._settings.clip_cutoff()
+      if share:
+        cutoff = beam.pvalue.AsSingleton(out[SCORES] | "ClipCutoff" >> beam.CombineGlobally(CutoffFn(share)))
     out = items | "hypernym" >> beam.ParDo(HypernymFn(*self._args)).with_outputs(REJECTS, main=KEPT)
-    rejects.append(out[REJECTS])
+    rejects.append(out[REJECTS] | "ClipCutRejects" >> beam.Map(clip_cut_reject, cutoff=cutoff) if share else
+                   out[REJECTS])
     kept = out[KEPT]
+    if share:  # the share's global step, before dedup (the funnel's order)
+      cut = kept | "ClipCut" >> beam.ParDo(ClipCutFn(), cutoff=cutoff).with_outputs(REJECTS, main=KEPT)
+      kept = cut[KEPT]
+      rejects.append(cut[REJECTS])
     if "dedup" in self._settings.stages():
       deduped = kept | "dedup" >> Dedup(self._settings, self._excluded)
       kept = deduped[KEPT]
@@ -300,7 +358,8 @@ class StagesPipeline(beam.PTransform):
     _ = ((reject_counts, *counts)
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine)
-         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir, settings=self._settings))
+         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir, settings=self._settings,
+                                     clip_cutoff=cutoff))
     return (pruned[KEPT]
             | "KeptByShard" >> beam.GroupByKey()
             | "ReadKept" >> beam.FlatMap(shard_examples))
