@@ -5,7 +5,7 @@ many hashes, before (`threshold + 1` exact bands, the reference `near_duplicates
 bands with radii), on uniform random hashes and on clusters of near-copies; and the projections for CC3M and the
 paper's 5 billion candidates in core-hours.
 
-`python benchmarks/hash_speed.py [--images=30] [--rounds=3] [--search=20000,100000,1000000] [--before_max=100000]`
+`python benchmarks/hash_speed.py [--images=30] [--rounds=3] [--search=20000,100000,1000000] [--before_max=1000000]`
 Printed figures, not a timed test: CPU time of this process (process_time), so other jobs on the machine do not
 count.
 """
@@ -42,7 +42,7 @@ _ROUNDS = flags.DEFINE_integer("rounds", 3, "Rounds over them, draft and full de
                                flag_values=FLAGS)
 _SEARCH = flags.DEFINE_list("search", ["20000", "100000", "1000000"], "Hash counts for the pair search.",
                             flag_values=FLAGS)
-_BEFORE_MAX = flags.DEFINE_integer("before_max", 100_000, "The most hashes the quadratic search before runs on "
+_BEFORE_MAX = flags.DEFINE_integer("before_max", 1_000_000, "The most hashes the quadratic search before runs on "
                                    "(above, projected from the largest it ran: CPU seconds x (n / n0)^2).",
                                    lower_bound=1, flag_values=FLAGS)
 _HASHES = flags.DEFINE_boolean("hashes", True, "Measure pHash throughput (off: the pair search only).",
