@@ -218,11 +218,11 @@ def band_entries(item: tuple[stages_lib.Outcome, str], threshold: int) -> Iterat
 
 def band_outranked(group: tuple[tuple[int, int], Iterable[phash_lib.Hashed]],
                    threshold: int) -> Iterator[tuple[str, bool]]:
-  """(key, True) of each member of one band's group outranked by another within the threshold (the plain path's
-  comparison: capjax.image.phash.outranked)."""
+  """(key, True) of each member of one band's group outranked by another within the threshold: `outranked`'s keys,
+  the group searched as the plain path searches all (capjax.image.phash.near_duplicates), not pair by pair."""
   members = list(group[1])
   if len(members) > 1:
-    for key in phash_lib.outranked(members, threshold):
+    for key in sorted(phash_lib.near_duplicates(members, threshold)):
       yield key, True
 
 
