@@ -98,12 +98,12 @@ def build_report(data_dir: pathlib.Path) -> dict:
 
 
 def _child_cc3m_beam(manual: str, data_dir: str) -> None:
-  """cc3m on Beam's DirectRunner, 2 workers in processes (as benchmarks/build_speed.py)."""
+  """cc3m on Beam's local runner (FnApiRunner), 2 workers in processes (as benchmarks/build_speed.py)."""
   import tensorflow_datasets as tfds
   from apache_beam.options.pipeline_options import PipelineOptions
 
   import tfds_builders.cc3m  # noqa: F401
-  options = PipelineOptions(["--runner=DirectRunner", "--direct_num_workers=2",
+  options = PipelineOptions(["--runner=FnApiRunner", "--direct_num_workers=2",
                              "--direct_running_mode=multi_processing"])
   config = tfds.download.DownloadConfig(manual_dir=manual, beam_options=options)
   tfds.builder("cc3m", data_dir=data_dir).download_and_prepare(file_format="array_record", download_config=config)

@@ -118,9 +118,9 @@ def build(data_dir: pathlib.Path, items=(), manual: pathlib.Path = DUMMY,
   config = builder_lib.config_from_settings(list(items))
   builder = builder_lib.Builder(config=config, data_dir=data_dir)
   options = {}
-  if beam:  # the DirectRunner's defaults: one worker, in memory
+  if beam:  # the DirectRunner's local runner, by name (see README "Beam runs here"): one worker, in memory
     beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
-    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
+    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=FnApiRunner"])
   builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
       manual_dir=os.fspath(manual), **options))
   return tfds.builder(f"alt_text_captions/{config.name}", data_dir=data_dir)
@@ -202,7 +202,7 @@ def test_beam_direct_runner_two_workers_matches_plain_path(paper_build, tmp_path
   proc = subprocess.run(
       [os.path.join(os.path.dirname(sys.executable), "tfds"), "build", "tfds_builders/alt_text_captions",
        f"--manual_dir={DUMMY}", f"--data_dir={tmp_path / 'beam'}", "--file_format=array_record",
-       "--beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"],
+       "--beam_pipeline_options=runner=FnApiRunner,direct_num_workers=2,direct_running_mode=multi_processing"],
       capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
   assert proc.returncode == 0, proc.stderr[-4000:]
   beam_built = tfds.builder("alt_text_captions/paper", data_dir=tmp_path / "beam")

@@ -49,7 +49,7 @@ def test_clip_stage_drops_the_pairs_the_scorer_scores_below_a_minimum(clip_weigh
 def clip_builds(clip_weights, tmp_path_factory) -> tuple[tfds.core.DatasetBuilder, tfds.core.DatasetBuilder]:
   """The dummy data built with the clip stage keeping the top half of the scored pairs (the share's global step),
   then the dedup stage (which sees only the pairs above the cut-off), on the plain path and on Beam (the
-  DirectRunner in memory)."""
+  local runner in memory)."""
   items = [f"clip_weights={clip_weights}", f"clip_threshold={CLIP_SHARE}", "dedup=phash", "min_concept_count=0"]
   return build(tmp_path_factory.mktemp("clip_plain"), items), build(tmp_path_factory.mktemp("clip_beam"), items,
                                                                     beam=True)

@@ -1,7 +1,7 @@
 """The cc12m_llavanext builder: the TFDS contract on dummy_data/, the join on key checked against url, the stored
 JPEG bytes, the cleaned captions and their flags, every row and image counted, bad input (a truncated gzip, lines
 that are not JSON, rows missing fields, a 100k-character caption, a line over the limit) counted while the build
-finishes, hostile tars, the same dataset from Beam's DirectRunner, and the progress both paths log.
+finishes, hostile tars, the same dataset from Beam's local runner (FnApiRunner), and the progress both paths log.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "all"
   options = {}
   if beam:
     beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
-    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
+    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=FnApiRunner"])
   builder = tfds.builder(f"cc12m_llavanext/{config}", data_dir=data_dir)
   builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
       manual_dir=os.fspath(manual_dir), **options))

@@ -1,6 +1,6 @@
 """The cc3m builder over img2dataset-style manual dirs: the TFDS contract on dummy_data/, the join by url, the
 stored JPEG bytes, every defect counted with its reason, stream-only tar reading, the error for missing files,
-and the same dataset from `tfds build` on Beam's DirectRunner.
+and the same dataset from `tfds build` on Beam's local runner (FnApiRunner).
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ class Cc3mLabeledTest(tfds.testing.DatasetBuilderTestCase):
 def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "unlabeled",
            beam: bool = False) -> tfds.core.DatasetBuilder:
   options = {}
-  if beam:  # the DirectRunner's defaults: one worker, in memory
+  if beam:  # the DirectRunner's local runner, by name (see README "Beam runs here"): one worker, in memory
     beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
-    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
+    options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=FnApiRunner"])
   builder = tfds.builder(f"cc3m/{config}", data_dir=data_dir)
   builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(
       manual_dir=os.fspath(manual_dir), **options))
@@ -408,7 +408,7 @@ def test_tfds_build_on_beam_direct_runner_writes_the_same_dataset(built, tmp_pat
   helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   proc = _run([os.path.join(os.path.dirname(sys.executable), "tfds"), "build", "tfds_builders/cc3m",
                f"--manual_dir={DUMMY}", f"--data_dir={tmp_path}", "--file_format=array_record",
-               "--beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,"
+               "--beam_pipeline_options=runner=FnApiRunner,direct_num_workers=2,"
                "direct_running_mode=multi_processing"])
   assert proc.returncode == 0, proc.stderr[-4000:]
   beam_built = tfds.builder("cc3m", data_dir=tmp_path)

@@ -53,7 +53,7 @@ def test_the_mirror_builds_the_same_on_both_paths_and_counts_every_sample(tmp_pa
   beam = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   plain = _build(DUMMY, tmp_path / "plain")
   assert plain.info.metadata["build_report"] == {"train": TRAIN_REPORT, "validation": VALIDATION_REPORT}
-  options = beam.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"])
+  options = beam.options.pipeline_options.PipelineOptions(["--runner=FnApiRunner"])
   on_beam = _build(DUMMY, tmp_path / "beam", options)
   assert on_beam.info.metadata["build_report"] == plain.info.metadata["build_report"]
   manifests = [pathlib.Path(b.data_dir, "manifest.tsv.gz").read_bytes() for b in (plain, on_beam)]
