@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from hostile import harness
-from hostile.harness import case, not_flags, runner
+from hostile.harness import FIFO, NULL_DEVICE, case, not_flags, runner
 from hostile.inputs import REFS, TRAIN_SHARD, as_json
 
 BUILD = "capjax.data.build"
@@ -94,6 +94,14 @@ CASES = [
            leaves=("new/alt_text_captions/.config/metadata.json",))
       for name, weights, match in (("missing", "nowhere", "i2d/nowhere/config.json is missing — convert it"),
                                    ("not-clip", "{a}/bert", "holds a bert model, not a clip one"))),
+    # A FIFO or a device where the weights' config.json or folder should be: refused before it is opened.
+    *(case(BUILD, f"set-clip-weights-{name}", "--dataset=alt_text_captions", f"--set=clip_weights={{t}}/{weights}",
+           "--manual_dir={t}/i2d", "--data_dir={t}/new", files={"i2d/00000.tar": b"", **files}, match=match,
+           leaves=("new/alt_text_captions/.config/metadata.json",))
+      for name, weights, files, match in (
+          ("config-fifo", "w", {"w/config.json": FIFO}, "config.json is a FIFO (named pipe), not a regular file"),
+          ("config-device", "w", {"w/config.json": NULL_DEVICE}, "config.json is a character device, not a regular"),
+          ("folder-fifo", "pipe", {"pipe": FIFO}, "pipe is not a folder"))),
     case(BUILD, "damaged-dataset-without-its-manual-files", "--dataset=cc3m", "--data_dir={dd:cc3m-shard-cut}",
          match=f"{TRAIN_SHARD} holds 0 records"),
     case(BUILD, "config-escapes", "--dataset=synthetic_scenes/../../x", "--data_dir={t}/new", absent=("new",)),

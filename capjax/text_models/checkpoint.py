@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import stat
 from collections.abc import Mapping
 from typing import Any
 
 import flax.linen as nn
 
-from capjax import model_io
+from capjax import files, model_io
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import clip as clip_lib
 from capjax.text_models import gpt2 as gpt2_lib
@@ -70,13 +71,18 @@ def save(directory: str | pathlib.Path, kind: str, config: Config,
 
 
 def read_json(path: pathlib.Path) -> dict[str, Any]:
-  """A JSON object from `path`, or a WeightsError that names the file."""
+  """A JSON object from `path`, or a WeightsError that names the file (a FIFO or a device is refused before it is
+  opened: reading one would block or never end)."""
   try:
-    value = json.loads(path.read_text(encoding="utf-8"))
+    mode = path.stat().st_mode
+    text = path.read_text(encoding="utf-8") if stat.S_ISREG(mode) else None
+    value = json.loads(text) if text is not None else None
   except FileNotFoundError as error:
     raise WeightsError(f"{path} is missing") from error
   except (ValueError, OSError) as error:  # not UTF-8, not JSON, unreadable
     raise WeightsError(f"{path} is not readable JSON ({error})") from error
+  if text is None:
+    raise WeightsError(f"{path} is {files.kind(mode)}, not a regular file")
   if not isinstance(value, dict):
     raise WeightsError(f"{path} must hold a JSON object")
   return value
@@ -87,6 +93,8 @@ def load(directory: str | pathlib.Path, kind: str | None = None) -> TextModel:
   WeightsError whose message says what is wrong and how to convert again."""
   directory = pathlib.Path(directory).resolve()
   try:
+    if directory.exists() and not directory.is_dir():
+      raise WeightsError(f"{directory} is not a folder (a conversion writes one)")
     raw = read_json(directory / CONFIG_FILE)
     found = raw.get("model_type")
     if found not in TOKENIZER_FILES:
