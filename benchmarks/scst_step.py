@@ -69,15 +69,16 @@ def run(spec: str, rounds: int, vocab_size: int, num_samples: int, baseline: str
   rng = np.random.default_rng(0)
   b = config_util.load(mle_spec(spec)).batch_size
   bs = scst_batch_size or config.batch_size
-  references = [[" ".join(rng.choice(words, 10)) for _ in range(5)] for _ in range(max(b, bs))]
+  rows = max(b, bs)  # images (and their references) the two batches take their first rows from
+  references = [[" ".join(rng.choice(words, 10)) for _ in range(5)] for _ in range(rows)]
   df = DocumentFrequency.from_references(references)
   mesh = sharding.make_mesh(config)
   mle = make_setup(config, len(vocab), mesh)
   step = scst.TrainStep(mle, config, vocab, references, df, start=BOS_ID)
-  blank = mle.inputs.zeros(max(b, bs))
+  blank = mle.inputs.zeros(rows)
   images = (rng.integers(0, 256, blank.shape) if np.issubdtype(blank.dtype, np.integer)
             else rng.normal(size=blank.shape)).astype(blank.dtype)
-  tokens = rng.integers(4, len(vocab), (max(b, bs), config.max_caption_tokens + 1)).astype(np.int32)
+  tokens = rng.integers(4, len(vocab), (rows, config.max_caption_tokens + 1)).astype(np.int32)
 
   def batch_of(n):
     return sharding.host_to_global({"image": images[:n], "inputs": tokens[:n], "targets": tokens[:n],

@@ -310,13 +310,13 @@ def _scst(c: ml_collections.ConfigDict, short: bool) -> None:
   c.optimizer.schedule = "constant"
   c.optimizer.warmup_steps = 0
   c.label_smoothing = 0.0
-  if scenes and not short:
-    c.scst.num_samples = 3
-    c.batch_size = 16
-  if not short:
-    c.num_train_steps = 414 if scenes else 50_000
-    c.eval_every = c.checkpoint_every = 138 if scenes else 1000
-    c.log_every = 23 if scenes else c.log_every
+  if short:
+    return
+  if scenes:
+    c.scst.num_samples, c.batch_size = 3, 16
+  c.num_train_steps = 414 if scenes else 50_000
+  c.eval_every = c.checkpoint_every = 138 if scenes else 1000
+  c.log_every = 23 if scenes else c.log_every
 
 
 def _debug(c: ml_collections.ConfigDict) -> None:
