@@ -1,14 +1,17 @@
 """Cost curves of the dataset builds: generated CC3M-shaped inputs (benchmarks/scale_inputs.py) at each size, each
 build in a process of its own, so that its CPU seconds and peak RSS are that build's alone (`os.wait4`).
 
-`python benchmarks/build_scale.py [--sizes=10000,100000,1000000] [--builds=cc3m,cc3m_beam,alt_text,cc12m,text]`
+`python benchmarks/build_scale.py [--sizes=10000,100000,1000000] [--builds=cc3m,cc3m_beam,alt_text,cc12m,text]
+    [--spill_mib=50]`
 
 Prints, per build and size: rows, the generator's seconds, the build's wall and CPU seconds (user + system, start-up
 included), rows/s per core (rows / CPU seconds), CPU µs per row, peak RSS (the largest process; Beam's workers are
 processes of their own), examples and the built dataset's size (TFDS's writer holds up to 1000 MiB of serialized
 examples in memory before it spills them to disk: RSS grows with it until then); then the projections to CC3M
 (3.3M rows), CC12M (12M) and the paper's 5 billion candidates from each build's marginal cost (the CPU seconds between
-its two largest sizes), and one JSON line.
+its two largest sizes), and one JSON line. `cc3m_spill` and `cc12m_spill` are the plain builds with TFDS's writer
+made to spill its examples to disk past --spill_mib, as it does past 1000 MiB: beside `cc3m` and `cc12m` at one size,
+they print what the spill costs.
 """
 
 from __future__ import annotations
@@ -35,13 +38,18 @@ from absl import app, flags  # noqa: E402
 _SIZES = flags.DEFINE_list("sizes", ["10000", "100000"], "Rows (candidates) per generated input.")
 _BUILDS = flags.DEFINE_list("builds", ["cc3m", "cc3m_beam", "alt_text", "cc12m", "text"], "Builds to measure.")
 _WORK_DIR = flags.DEFINE_string("work_dir", "", "Where inputs and outputs go ('' → a temporary folder, removed).")
-_CHILD = flags.DEFINE_enum("child", "", ["", "cc3m_beam", "text"], "Internal: run one build in this process.")
+_SPILL_MIB = flags.DEFINE_integer("spill_mib", 50, "The *_spill builds: TFDS's writer spills its examples to disk "
+                                  "past this many MiB instead of its 1000 (shuffle.MAX_MEM_BUFFER_SIZE).")
+_CHILD = flags.DEFINE_enum("child", "", ["", "cc3m_beam", "text", "cc3m_spill", "cc12m_spill"],
+                           "Internal: run one build in this process.")
 _MANUAL_DIR = flags.DEFINE_string("manual_dir", "", "Internal: the child's input.")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "Internal: the child's output.")
 
 PROJECTIONS = (("CC3M", 3_300_000), ("CC12M", 12_000_000), ("paper's candidates", 5_000_000_000))
 # Which input each build reads, and its command (python arguments) given the input and an output folder.
-INPUTS = {"cc3m": "cc3m", "cc3m_beam": "cc3m", "alt_text": "alt_text", "cc12m": "cc12m", "text": "text"}
+INPUTS = {"cc3m": "cc3m", "cc3m_beam": "cc3m", "alt_text": "alt_text", "cc12m": "cc12m", "text": "text",
+          "cc3m_spill": "cc3m", "cc12m_spill": "cc12m"}
+SPILLED = {"cc3m_spill": "cc3m", "cc12m_spill": "cc12m_llavanext"}  # the same build, TFDS's spill forced
 
 
 def _dataset_command(dataset: str):
@@ -51,12 +59,13 @@ def _dataset_command(dataset: str):
 
 def _child_command(child: str):
   return lambda manual, out: [os.fspath(REPO / "benchmarks" / "build_scale.py"), f"--child={child}",
-                              f"--manual_dir={manual}", f"--data_dir={out}"]
+                              f"--manual_dir={manual}", f"--data_dir={out}", f"--spill_mib={_SPILL_MIB.value}"]
 
 
 COMMANDS = {"cc3m": _dataset_command("cc3m"), "cc3m_beam": _child_command("cc3m_beam"),
             "alt_text": _dataset_command("alt_text_captions"), "cc12m": _dataset_command("cc12m_llavanext"),
-            "text": _child_command("text")}
+            "text": _child_command("text"), "cc3m_spill": _child_command("cc3m_spill"),
+            "cc12m_spill": _child_command("cc12m_spill")}
 
 
 def generate(what: str, n: int, folder: pathlib.Path) -> tuple[pathlib.Path, object]:
@@ -109,6 +118,17 @@ def _child_cc3m_beam(manual: str, data_dir: str) -> None:
   tfds.builder("cc3m", data_dir=data_dir).download_and_prepare(file_format="array_record", download_config=config)
 
 
+def _child_spill(build: str, manual: str, data_dir: str) -> None:
+  """`capjax.data.build` as the plain builds run it, with TFDS's writer spilling its serialized examples into its
+  1,000 bucket files past --spill_mib instead of past 1000 MiB: what a build of more than 1000 MiB of examples
+  does, at a size that fits in memory."""
+  from tensorflow_datasets.core import shuffle
+
+  from capjax.data import build as build_lib
+  shuffle.MAX_MEM_BUFFER_SIZE = _SPILL_MIB.value << 20
+  build_lib.main(["build", f"--dataset={SPILLED[build]}", f"--manual_dir={manual}", f"--data_dir={data_dir}"])
+
+
 def _child_text(path: str, out: str) -> None:
   """capjax.text's pipeline (boilerplate, filters, hypernymization) over one alt-text a line, streamed; writes the
   number kept."""
@@ -147,6 +167,20 @@ def table(results: list[dict]) -> str:
   return "\n".join(lines)
 
 
+def spill_ratios(results: list[dict]) -> str:
+  """Each *_spill build against its plain build at the same size, measured in the same run: CPU and peak RSS."""
+  lines = []
+  for r in results:
+    base = [b for b in results if b["build"] == INPUTS[r["build"]] and b["rows"] == r["rows"]]
+    if r["build"] in SPILLED and base:
+      lines.append(f"{r['build']:<13}{r['rows']:>11,}{r['cpu_s'] / base[-1]['cpu_s']:>10.2f}"
+                   f"{(r['cpu_s'] - base[-1]['cpu_s']) / r['examples'] * 1e6:>16.0f}"
+                   f"{r['peak_rss_mib'] / base[-1]['peak_rss_mib']:>10.2f}")
+  header = (f"TFDS's spill forced (past {_SPILL_MIB.value} MiB) / its default, same input\n"
+            f"{'build':<13}{'rows':>11}{'CPU':>10}{'+CPU µs/ex':>16}{'peak RSS':>10}")
+  return "\n".join([header, *lines]) if lines else ""
+
+
 def projections(results: list[dict]) -> str:
   """Per build: the marginal CPU per row between its two largest sizes (start-up left out), the fixed part, and
   the core-hours and peak RSS that gives at each projected size."""
@@ -170,7 +204,10 @@ def projections(results: list[dict]) -> str:
 def main(argv) -> None:
   del argv
   if _CHILD.value:
-    {"cc3m_beam": _child_cc3m_beam, "text": _child_text}[_CHILD.value](_MANUAL_DIR.value, _DATA_DIR.value)
+    if _CHILD.value in SPILLED:
+      _child_spill(_CHILD.value, _MANUAL_DIR.value, _DATA_DIR.value)
+    else:
+      {"cc3m_beam": _child_cc3m_beam, "text": _child_text}[_CHILD.value](_MANUAL_DIR.value, _DATA_DIR.value)
     return
   sys.path.insert(0, os.fspath(REPO / "benchmarks"))
   work = pathlib.Path(_WORK_DIR.value or tempfile.mkdtemp(prefix="build_scale_"))
@@ -200,6 +237,9 @@ def main(argv) -> None:
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
     print()
     print(table(results))
+    if ratios := spill_ratios(results):
+      print()
+      print(ratios)
     print()
     print(projections(results))
     print(json.dumps({"results": [{k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()}
