@@ -194,8 +194,30 @@ def index_size(rows: int) -> tuple[int, int]:
 # ------------------------------------------------------------------------------------------------ main
 
 
-def _median(values: list[float]) -> float:
-  return float(np.median(values))
+def ratio_table(results: dict) -> str:
+  """Beam / plain per builder at --rows: on the work, the whole process and the work's user seconds, and per
+  example between the two sizes with --small_rows; with --repeats, the median of the rounds and their range."""
+  lines = [f"\nBeam / plain at {_ROWS.value:,} rows{'' if _REPEATS.value == 1 else ', median of the rounds (range)'}",
+           f"{'':<18}{'work CPU s':>22}{'whole-process':>22}{'work user s':>22}"
+           + (f"{'per example':>22}" if _SMALL_ROWS.value else "")]
+  for name, by_size in results.items():
+    big = by_size[_ROWS.value]
+    pairs = list(zip(big["plain"], big["beam"]))
+    columns = [[b["work_cpu"] / p["work_cpu"] for p, b in pairs], [b["cpu"] / p["cpu"] for p, b in pairs],
+               [(b["work_cpu"] - b["work_sys"]) / (p["work_cpu"] - p["work_sys"]) for p, b in pairs]]
+    if _SMALL_ROWS.value:
+      # The work beyond each path's fixed cost (start-up, Beam's pipeline construction and lazy imports): the CPU
+      # seconds between the two sizes, per example, in the same round.
+      small = by_size[_SMALL_ROWS.value]
+      columns.append([(bl["work_cpu"] - bs["work_cpu"]) / (pl["work_cpu"] - ps["work_cpu"])
+                      for pl, ps, bl, bs in zip(big["plain"], small["plain"], big["beam"], small["beam"])])
+    lines.append(f"{name:<18}" + "".join(
+        f"{float(np.median(c)):>9.2f}" + (f" ({min(c):.2f}-{max(c):.2f})" if len(c) > 1 else " " * 12) + " "
+        for c in columns))
+  if _SMALL_ROWS.value:
+    lines.append(f"\nper example: (work at {_ROWS.value:,} rows - work at {_SMALL_ROWS.value:,}) of Beam / the same "
+                 "of plain, each round's own builds")
+  return "\n".join(lines)
 
 
 def main(argv) -> None:
@@ -238,26 +260,7 @@ def main(argv) -> None:
             raise RuntimeError(f"{name}: the Beam build's report differs from the plain build's")
     if _REPEATS.value > 1 or _SMALL_ROWS.value:
       print("\n" + "\n".join(lines))
-    print(f"\nBeam / plain at {_ROWS.value:,} rows{'' if _REPEATS.value == 1 else ', median of the rounds (range)'}")
-    marginal = (f"{'per example':>22}" if _SMALL_ROWS.value else "")
-    print(f"{'':<18}{'work CPU s':>22}{'whole-process':>22}{'work user s':>22}{marginal}")
-    for name in _BUILDERS.value:
-      big = results[name][_ROWS.value]
-      columns = [[b["work_cpu"] / p["work_cpu"] for p, b in zip(big["plain"], big["beam"])],
-                 [b["cpu"] / p["cpu"] for p, b in zip(big["plain"], big["beam"])],
-                 [(b["work_cpu"] - b["work_sys"]) / (p["work_cpu"] - p["work_sys"])
-                  for p, b in zip(big["plain"], big["beam"])]]
-      if _SMALL_ROWS.value:
-        # The work beyond each path's fixed cost (start-up, Beam's pipeline construction and lazy imports): the CPU
-        # seconds between the two sizes, per example, in the same round.
-        small = results[name][_SMALL_ROWS.value]
-        columns.append([(bl["work_cpu"] - bs["work_cpu"]) / (pl["work_cpu"] - ps["work_cpu"])
-                        for pl, ps, bl, bs in zip(big["plain"], small["plain"], big["beam"], small["beam"])])
-      print(f"{name:<18}" + "".join(
-          f"{_median(c):>9.2f}" + (f" ({min(c):.2f}-{max(c):.2f})" if len(c) > 1 else " " * 12) + " " for c in columns))
-    if _SMALL_ROWS.value:
-      print(f"\nper example: (work at {_ROWS.value:,} rows - work at {_SMALL_ROWS.value:,}) of Beam / the same of "
-            f"plain, each round's own builds")
+    print(ratio_table(results))
     if _CHECKS.value:
       print(f"\n{'JPEG check alone (one core)':<40}{'images/s':>10}")
       for name, rate in check_speed(_ROWS.value).items():
