@@ -39,17 +39,18 @@ _SIZES = flags.DEFINE_list("sizes", ["10000", "100000"], "Rows (candidates) per 
 _BUILDS = flags.DEFINE_list("builds", ["cc3m", "cc3m_beam", "alt_text", "cc12m", "text"], "Builds to measure.")
 _WORK_DIR = flags.DEFINE_string("work_dir", "", "Where inputs and outputs go ('' → a temporary folder, removed).")
 _SPILL_MIB = flags.DEFINE_integer("spill_mib", 50, "The *_spill builds: TFDS's writer spills its examples to disk "
-                                  "past this many MiB instead of its 1000 (shuffle.MAX_MEM_BUFFER_SIZE).")
+                                  "past this many MiB instead of its 1000 (shuffle.MAX_MEM_BUFFER_SIZE).",
+                                  lower_bound=1)
 _CHILD = flags.DEFINE_enum("child", "", ["", "cc3m_beam", "text", "cc3m_spill", "cc12m_spill"],
-                           "Internal: run one build in this process.")
+                           "Internal: run one build in this process.")  # the *_spill ones: SPILLED
 _MANUAL_DIR = flags.DEFINE_string("manual_dir", "", "Internal: the child's input.")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "Internal: the child's output.")
 
 PROJECTIONS = (("CC3M", 3_300_000), ("CC12M", 12_000_000), ("paper's candidates", 5_000_000_000))
 # Which input each build reads, and its command (python arguments) given the input and an output folder.
+SPILLED = {"cc3m_spill": "cc3m", "cc12m_spill": "cc12m_llavanext"}  # build → its dataset, TFDS's spill forced
 INPUTS = {"cc3m": "cc3m", "cc3m_beam": "cc3m", "alt_text": "alt_text", "cc12m": "cc12m", "text": "text",
-          "cc3m_spill": "cc3m", "cc12m_spill": "cc12m"}
-SPILLED = {"cc3m_spill": "cc3m", "cc12m_spill": "cc12m_llavanext"}  # the same build, TFDS's spill forced
+          **{build: build.removesuffix("_spill") for build in SPILLED}}
 
 
 def _dataset_command(dataset: str):
@@ -64,8 +65,7 @@ def _child_command(child: str):
 
 COMMANDS = {"cc3m": _dataset_command("cc3m"), "cc3m_beam": _child_command("cc3m_beam"),
             "alt_text": _dataset_command("alt_text_captions"), "cc12m": _dataset_command("cc12m_llavanext"),
-            "text": _child_command("text"), "cc3m_spill": _child_command("cc3m_spill"),
-            "cc12m_spill": _child_command("cc12m_spill")}
+            "text": _child_command("text"), **{build: _child_command(build) for build in SPILLED}}
 
 
 def generate(what: str, n: int, folder: pathlib.Path) -> tuple[pathlib.Path, object]:
@@ -170,9 +170,9 @@ def table(results: list[dict]) -> str:
 def spill_ratios(results: list[dict]) -> str:
   """Each *_spill build against its plain build at the same size, measured in the same run: CPU and peak RSS."""
   lines = []
-  for r in results:
+  for r in (r for r in results if r["build"] in SPILLED):
     base = [b for b in results if b["build"] == INPUTS[r["build"]] and b["rows"] == r["rows"]]
-    if r["build"] in SPILLED and base:
+    if base:
       lines.append(f"{r['build']:<13}{r['rows']:>11,}{r['cpu_s'] / base[-1]['cpu_s']:>10.2f}"
                    f"{(r['cpu_s'] - base[-1]['cpu_s']) / r['examples'] * 1e6:>16.0f}"
                    f"{r['peak_rss_mib'] / base[-1]['peak_rss_mib']:>10.2f}")

@@ -60,13 +60,18 @@ _BEAM_WORKERS = flags.DEFINE_integer("beam_workers", 1, "The DirectRunner's dire
 _RUNNER = flags.DEFINE_enum("runner", "FnApiRunner", ["FnApiRunner", "DirectRunner"],
                             "Beam's local runner, or the DirectRunner that tries Prism before it.")
 _CODE = flags.DEFINE_string("code", os.fspath(REPO), "The checkout whose builders build (default: this one).")
-_REPEATS = flags.DEFINE_integer("repeats", 1, "Rounds of every build; the ratios' medians are printed, with their "
-                                "range. Plain goes first in odd rounds, Beam in even ones.")
-_SMALL_ROWS = flags.DEFINE_integer("small_rows", 0, "Also build this many rows in each round and print Beam / plain "
-                                   "per example between the two sizes (each path's fixed cost left out); 0: no.")
-_SPILL_MIB = flags.DEFINE_integer("spill_mib", 0, "Make the plain builds' TFDS writer spill its examples to disk past "
-                                  "this many MiB, as it does past 1000 MiB at any real size (6,000 rows of 640x480 "
-                                  "JPEGs make 380 MiB); 0: TFDS's default, no spill here.")
+_REPEATS = flags.DEFINE_integer(
+    "repeats", 1, "Rounds of every build; the ratios' medians are printed, with their range. Plain goes first in odd "
+    "rounds, Beam in even ones.", lower_bound=1)
+_SMALL_ROWS = flags.DEFINE_integer(
+    "small_rows", 0, "Also build this many rows in each round and print Beam / plain per example between the two "
+    "sizes (each path's fixed cost left out); 0: no.", lower_bound=0)
+_SPILL_MIB = flags.DEFINE_integer(
+    "spill_mib", 0, "Make the plain builds' TFDS writer spill its examples to disk past this many MiB, as it does past "
+    "1000 MiB at any real size (6,000 rows of 640x480 JPEGs make 380 MiB); 0: TFDS's default, no spill here.",
+    lower_bound=0)
+flags.register_validator("small_rows", lambda n: n < _ROWS.value,
+                         "--small_rows must be under --rows (the per-example ratio is between the two sizes)")
 _CHECKS = flags.DEFINE_bool("checks", False, "Also time the JPEG check alone and the url index's size.")
 _INDEX_ROWS = flags.DEFINE_integer("index_rows", 330_000, "TSV rows for the url-index size (scaled to 3.3M).")
 _CHILD = flags.DEFINE_string("child", "", "Internal: BUILDER,PATH,MANUAL,DATA_DIR: one build in this process.")
