@@ -3,6 +3,7 @@ trainer would take for a built dataset: TFDS writes into a `*.incomplete*` folde
 is whole. Nor does it leave its worker processes running; Ctrl-C ends it with one line, without a traceback."""
 
 import contextlib
+import gc
 import os
 import pathlib
 import signal
@@ -13,7 +14,7 @@ import time
 import ml_collections
 import pytest
 
-from capjax.data import sources
+from capjax.data import build, sources
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -94,3 +95,47 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_dataset_and_no_workers(tmp_pa
   assert err.splitlines()[-1] == ("interrupted: synthetic_scenes is not built (nothing half-built was kept) — rerun "
                                   "the same command to build it"), err[-3000:]
   assert sorted(p.name for p in (data_dir / "synthetic_scenes/default").iterdir()) == []
+
+
+def _interrupted_after(work) -> bool:
+  """Runs `work` under the build's SIGINT handling, then waits up to 2 s in plain code: whether KeyboardInterrupt
+  reached that code."""
+  with build._ctrl_c_lands_in_the_build():
+    try:
+      work()
+      deadline = time.time() + 2
+      while time.time() < deadline:
+        time.sleep(0.001)
+    except KeyboardInterrupt:
+      return True
+  return False
+
+
+def test_ctrl_c_in_a_garbage_collection_callback_lands_after_it(capfd):
+  steps, armed = [], []
+
+  def callback(phase, info) -> None:  # as JAX's: Python cannot raise from it
+    del info
+    if phase == "start" and armed and not steps:
+      os.kill(os.getpid(), signal.SIGINT)
+      for i in range(100_000):  # bytecode after the signal: where Python runs the handler
+        steps.append(i)
+  gc.callbacks.append(callback)
+  try:
+    landed = _interrupted_after(lambda: (armed.append(True), gc.collect()))
+  finally:
+    gc.callbacks.remove(callback)
+  assert landed and len(steps) == 100_000
+  assert capfd.readouterr().err == ""
+
+
+def test_ctrl_c_that_a_finalizer_swallowed_lands_after_it(capfd):
+  class Finalized:
+    def __del__(self):  # where a SIGINT between two bytecodes would raise
+      raise KeyboardInterrupt
+
+  def drop() -> None:
+    Finalized()
+  landed = _interrupted_after(drop)
+  assert landed
+  assert capfd.readouterr().err == ""

@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 
 from absl import flags
@@ -50,23 +51,40 @@ def leftovers(builder) -> list[str]:
   return sorted(os.fspath(p) for p in builder.data_path.parent.glob(constants.INCOMPLETE_PREFIX + "*"))
 
 
+def _raised_later(seconds: float = 0.005) -> None:
+  """SIGINT again in `seconds`, from a thread. Not `_thread.interrupt_main` here: Python runs the handler it trips at
+  the next bytecode of the main thread, which is still the code that cannot raise (the handler itself, the hook)."""
+  timer = threading.Timer(seconds, _thread.interrupt_main, (signal.SIGINT,))
+  timer.daemon = True
+  timer.start()
+
+
 @contextlib.contextmanager
 def _ctrl_c_lands_in_the_build() -> Iterator[None]:
   """Ctrl-C raises KeyboardInterrupt in the build itself, never in code Python cannot raise from (JAX's
   garbage-collection hook, a finalizer), where it would be printed as an ignored exception and lost: there it is
-  put off until that code has returned (`_thread.interrupt_main` calls the handler again at the next chance)."""
+  put off until that code has returned. A KeyboardInterrupt that a finalizer swallowed all the same reaches the
+  unraisable hook, which raises it again the same way."""
   hook = sys.unraisablehook
   unraisable_codes = {cb.__code__ for cb in gc.callbacks if hasattr(cb, "__code__")}
 
+  def cannot_raise(frame) -> bool:
+    while frame is not None:
+      if frame.f_code in unraisable_codes:
+        return True
+      frame = frame.f_back
+    return False
+
   def on_sigint(signum, frame) -> None:
-    if frame is not None and frame.f_code in unraisable_codes:
-      _thread.interrupt_main(signum)
+    del signum
+    if cannot_raise(frame):
+      _raised_later()
       return
     raise KeyboardInterrupt
 
   def on_unraisable(unraisable) -> None:
     if isinstance(unraisable.exc_value, KeyboardInterrupt):
-      _thread.interrupt_main(signal.SIGINT)
+      _raised_later()
     else:
       hook(unraisable)
   unraisable_codes.add(on_unraisable.__code__)
