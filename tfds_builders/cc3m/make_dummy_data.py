@@ -12,7 +12,7 @@ import json
 import pathlib
 import shutil
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from PIL import Image
@@ -254,6 +254,15 @@ def write_generated(root: pathlib.Path, num_train: int, per_shard: int = 16, ima
   root.mkdir(parents=True, exist_ok=True)
   _generated_split(root, "train", num_train, per_shard, image)
   _generated_split(root, "validation", max(2, num_train // 20), per_shard, lambda i: image(i + 10**6))
+
+
+def rewrite(target: pathlib.Path, write: Callable[[pathlib.Path], None]) -> None:
+  """A builder's dummy_data/ written afresh by `write` (the old folder removed first), and how many files it holds:
+  what each builder's `python -m tfds_builders.NAME.make_dummy_data` does."""
+  if target.exists():
+    shutil.rmtree(target)
+  write(target)
+  print(f"wrote {target}: {sum(1 for p in target.rglob('*') if p.is_file())} files")
 
 
 if __name__ == "__main__":

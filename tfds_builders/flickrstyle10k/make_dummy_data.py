@@ -7,10 +7,9 @@ parse it) and flickr30k-images/ with real JPEGs. `python -m tfds_builders.flickr
 from __future__ import annotations
 
 import pathlib
-import shutil
 from collections.abc import Sequence
 
-from tfds_builders.cc3m.make_dummy_data import jpeg, png
+from tfds_builders.cc3m.make_dummy_data import jpeg, png, rewrite
 
 HERE = pathlib.Path(__file__).resolve().parent
 NUM_IMAGES = 14
@@ -79,8 +78,4 @@ def write_manual_dir(root: pathlib.Path, num_images: int = NUM_IMAGES, defects: 
 
 
 if __name__ == "__main__":
-  target = HERE / "dummy_data"
-  if target.exists():
-    shutil.rmtree(target)
-  write_manual_dir(target)
-  print(f"wrote {target}: {sum(1 for p in target.rglob('*') if p.is_file())} files")
+  rewrite(HERE / "dummy_data", write_manual_dir)

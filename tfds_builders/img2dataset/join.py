@@ -160,6 +160,17 @@ def row_outcome(events: Iterable[Event]) -> tuple[Event | None, report_lib.Repor
   return None, counts.count("corrupt_image", reason=first.reason)
 
 
+def _decide(held: list[Event], counts: report_lib.Report,
+            progress: Progress | None) -> Iterator[tuple[int, dict[str, Any]]]:
+  """The plain path's decision of one row from all of its images: its counts, its progress, its example if any."""
+  winner, row_counts = row_outcome(held)
+  counts.merge(row_counts)
+  if progress:
+    progress.update(1, int(winner is None))
+  if winner is not None:
+    yield winner.row, winner.example
+
+
 def plain_split(shards: list[str], tsv_path: str, labeled: bool, counts: report_lib.Report,
                 name: str = "", every: float = 30.0) -> Iterator[tuple[int, dict[str, Any]]]:
   """The plain path of one split: examples under the join rule, every count added to `counts`. A first pass
@@ -190,19 +201,9 @@ def plain_split(shards: list[str], tsv_path: str, labeled: bool, counts: report_
         continue
       del waiting[event.position]
       decided[event.position] = True
-      winner, row_counts = row_outcome(held)
-      counts.merge(row_counts)
-      if progress:
-        progress.update(1, int(winner is None))
-      if winner is not None:
-        yield winner.row, winner.example
+      yield from _decide(held, counts, progress)
   for held in waiting.values():  # a shard that changed between the passes: its rows are decided at the end
-    winner, row_counts = row_outcome(held)
-    counts.merge(row_counts)
-    if progress:
-      progress.update(1, int(winner is None))
-    if winner is not None:
-      yield winner.row, winner.example
+    yield from _decide(held, counts, progress)
   if progress:
     progress.finish()
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 from typing import Any
 
-from tfds_builders.cc3m.make_dummy_data import jpeg
+from tfds_builders.cc3m.make_dummy_data import jpeg, rewrite
 
 HERE = pathlib.Path(__file__).resolve().parent
 POSITIVE, NEGATIVE = 1, 0
@@ -72,8 +71,4 @@ def write_manual_dir(root: pathlib.Path) -> None:
 
 
 if __name__ == "__main__":
-  target = HERE / "dummy_data"
-  if target.exists():
-    shutil.rmtree(target)
-  write_manual_dir(target)
-  print(f"wrote {target}: {sum(1 for p in target.rglob('*') if p.is_file())} files")
+  rewrite(HERE / "dummy_data", write_manual_dir)

@@ -14,7 +14,8 @@ import tensorflow_datasets as tfds
 from capjax import scenes
 from capjax.scenes import stylized
 from tfds_builders.builder_base import LocalCodePath
-from tfds_builders.synthetic_scenes.synthetic_scenes_dataset_builder import example_features
+from tfds_builders.synthetic_scenes.synthetic_scenes_dataset_builder import (ScenesConfig, example_features,
+                                                                              scene_features)
 
 # The split index seeds the examples: keep this order. train, validation and test are synthetic_scenes' own images
 # (the same seed, split index and example index give the same scene), with stylized captions added.
@@ -23,14 +24,12 @@ FACTUAL_SPLIT = "factual"
 
 
 @dataclasses.dataclass(eq=False)
-class StylizedScenesConfig(tfds.core.BuilderConfig):
-  """Split sizes (images), seed and image size of one build."""
+class StylizedScenesConfig(ScenesConfig):
+  """Split sizes (images), seed and image size of one build: synthetic_scenes' and the factual split's size."""
   num_train: int = 1_000
   num_validation: int = 100
   num_test: int = 100
   num_factual: int = 10_000
-  seed: int = 0
-  image_size: int = 64
 
   def split_size(self, split: str) -> int:
     return {"train": self.num_train, "validation": self.num_validation, "test": self.num_test,
@@ -76,17 +75,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     size = self.builder_config.image_size
     return self.dataset_info_from_configs(
         features=tfds.features.FeaturesDict({
-            "id": tfds.features.Scalar(np.int64, doc="Index of the example in its split."),
-            "image": tfds.features.Image(shape=(size, size, 3), encoding_format="png"),
-            "captions": tfds.features.Sequence(tfds.features.Text(), doc="Factual: synthetic_scenes' four."),
-            "objects": tfds.features.Sequence({
-                "shape": tfds.features.Text(),
-                "colour": tfds.features.Text(),
-                "size": tfds.features.Text(),
-                "x": tfds.features.Scalar(np.float32, doc="Centre, fraction of the width from the left."),
-                "y": tfds.features.Scalar(np.float32, doc="Centre, fraction of the height from the top."),
-            }),
-            "background": tfds.features.Text(),
+            **scene_features(size, captions_doc="Factual: synthetic_scenes' four."),
             "stylized": tfds.features.Sequence({
                 "style": tfds.features.Text(doc="romantic or humorous"),
                 "caption": tfds.features.Text(doc="The first factual caption with the phrase planted in it."),

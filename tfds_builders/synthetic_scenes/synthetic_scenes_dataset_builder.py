@@ -24,13 +24,18 @@ _PARALLEL_MIN_EXAMPLES = 4096  # smaller splits are drawn in this process alone:
 
 
 @dataclasses.dataclass(eq=False)
-class SyntheticScenesConfig(tfds.core.BuilderConfig):
-  """Split sizes, seed, image size and scene domain (`capjax.scenes.sample.DOMAINS`) of one build."""
+class ScenesConfig(tfds.core.BuilderConfig):
+  """Split sizes, seed and image size of one build of the scenes (this builder's and stylized_scenes')."""
   num_train: int = 20_000
   num_validation: int = 1_000
   num_test: int = 1_000
   seed: int = 0
   image_size: int = 64
+
+
+@dataclasses.dataclass(eq=False)
+class SyntheticScenesConfig(ScenesConfig):
+  """ScenesConfig and the scene domain (`capjax.scenes.sample.DOMAINS`)."""
   domain: str = "plain"
 
   def split_size(self, split: str) -> int:
@@ -52,6 +57,23 @@ def example_features(example: scenes.Example, index: int) -> dict[str, object]:
           "y": np.asarray([o.y for o in objects], np.float32),
       },
       "background": example.scene.background.description,
+  }
+
+
+def scene_features(size: int, captions_doc: str | None = None) -> dict[str, tfds.features.FeatureConnector]:
+  """The features of a scene's record (`example_features`), for images of `size` pixels a side."""
+  return {
+      "id": tfds.features.Scalar(np.int64, doc="Index of the example in its split."),
+      "image": tfds.features.Image(shape=(size, size, 3), encoding_format="png"),
+      "captions": tfds.features.Sequence(tfds.features.Text(), doc=captions_doc),
+      "objects": tfds.features.Sequence({
+          "shape": tfds.features.Text(),
+          "colour": tfds.features.Text(),
+          "size": tfds.features.Text(),
+          "x": tfds.features.Scalar(np.float32, doc="Centre, fraction of the width from the left."),
+          "y": tfds.features.Scalar(np.float32, doc="Centre, fraction of the height from the top."),
+      }),
+      "background": tfds.features.Text(),
   }
 
 
@@ -131,21 +153,8 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   DEFAULT_CONFIG_NAME = "default"
 
   def _info(self) -> tfds.core.DatasetInfo:
-    size = self.builder_config.image_size
     return self.dataset_info_from_configs(
-        features=tfds.features.FeaturesDict({
-            "id": tfds.features.Scalar(np.int64, doc="Index of the example in its split."),
-            "image": tfds.features.Image(shape=(size, size, 3), encoding_format="png"),
-            "captions": tfds.features.Sequence(tfds.features.Text()),
-            "objects": tfds.features.Sequence({
-                "shape": tfds.features.Text(),
-                "colour": tfds.features.Text(),
-                "size": tfds.features.Text(),
-                "x": tfds.features.Scalar(np.float32, doc="Centre, fraction of the width from the left."),
-                "y": tfds.features.Scalar(np.float32, doc="Centre, fraction of the height from the top."),
-            }),
-            "background": tfds.features.Text(),
-        }),
+        features=tfds.features.FeaturesDict(scene_features(self.builder_config.image_size)),
         # Examples are independent draws already: storing them in index order makes record i example i.
         disable_shuffling=True,
     )
