@@ -85,6 +85,23 @@ def _threshold(ids: np.ndarray, scores: np.ndarray, threshold: float) -> SearchR
   return SearchResult(np.where(scores > threshold, ids, NO_NEIGHBOUR), scores, float(threshold))
 
 
+def _bank(embeddings: np.ndarray) -> np.ndarray:
+  """A bank's embeddings as an array, refused when they are not one or more rows."""
+  embeddings = np.asarray(embeddings)
+  if embeddings.ndim != 2 or embeddings.shape[0] == 0:
+    raise ValueError(f"the bank is empty (shape {embeddings.shape}) — retrieve from at least one embedding")
+  return embeddings
+
+
+def _queries(queries: np.ndarray, dim: int) -> np.ndarray:
+  """Query embeddings as an array, refused unless they are rows of the bank's dimension `dim`."""
+  queries = np.asarray(queries)
+  if queries.ndim != 2 or queries.shape[1] != dim:
+    raise ValueError(f"queries have shape {queries.shape} but the bank's embeddings have dimension {dim} — "
+                     "embed queries and bank with the same encoder")
+  return queries
+
+
 def _check_k(k: int, size: int) -> None:
   if not 1 <= k <= size:
     raise ValueError(f"k={k} is outside 1..{size}, the bank's size — ask for at most as many neighbours as rows")
@@ -102,9 +119,7 @@ class Bank:
   """
 
   def __init__(self, embeddings: np.ndarray, mesh: Mesh | None = None, chunk: int = 16_384, query_batch: int = 1024):
-    embeddings = np.asarray(embeddings)
-    if embeddings.ndim != 2 or embeddings.shape[0] == 0:
-      raise ValueError(f"the bank is empty (shape {embeddings.shape}) — retrieve from at least one embedding")
+    embeddings = _bank(embeddings)
     self.size, self.dim = embeddings.shape
     self.mesh = mesh if mesh is not None else sharding.data_mesh(jax.devices())
     self.shards = self.mesh.shape["data"]
@@ -118,10 +133,7 @@ class Bank:
 
   def search(self, queries: np.ndarray, k: int = 1, threshold: float = THRESHOLD) -> SearchResult:
     """The k most similar bank rows of each query row (exact), thresholded."""
-    queries = np.asarray(queries)
-    if queries.ndim != 2 or queries.shape[1] != self.dim:
-      raise ValueError(f"queries have shape {queries.shape} but the bank's embeddings have dimension {self.dim} — "
-                       "embed queries and bank with the same encoder")
+    queries = _queries(queries, self.dim)
     _check_k(k, self.size)
     queries = normalize(queries, "query embeddings")
     fn = _search_fn(self.mesh, self.size, self.chunk, k)
@@ -187,19 +199,14 @@ class FaissBank:
     except ModuleNotFoundError as e:
       raise ModuleNotFoundError(
           "the faiss backend needs faiss-cpu — install it with `pip install -e '.[faiss]'`") from e
-    embeddings = np.asarray(embeddings)
-    if embeddings.ndim != 2 or embeddings.shape[0] == 0:
-      raise ValueError(f"the bank is empty (shape {embeddings.shape}) — retrieve from at least one embedding")
+    embeddings = _bank(embeddings)
     self.size, self.dim = embeddings.shape
     self.normalized = normalize(embeddings, "bank embeddings")
     self.index = faiss.IndexFlatIP(self.dim)
     self.index.add(np.ascontiguousarray(self.normalized))
 
   def search(self, queries: np.ndarray, k: int = 1, threshold: float = THRESHOLD) -> SearchResult:
-    queries = np.asarray(queries)
-    if queries.ndim != 2 or queries.shape[1] != self.dim:
-      raise ValueError(f"queries have shape {queries.shape} but the bank's embeddings have dimension {self.dim} — "
-                       "embed queries and bank with the same encoder")
+    queries = _queries(queries, self.dim)
     _check_k(k, self.size)
     scores, ids = self.index.search(np.ascontiguousarray(normalize(queries, "query embeddings")), k)
     return _threshold(ids.astype(np.int64), scores, threshold)
