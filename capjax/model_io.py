@@ -28,6 +28,11 @@ import numpy as np
 STAGING_PREFIX = ".saving-"
 
 
+class WeightsError(ValueError):
+  """A model directory that is not a whole conversion (a converted text model, Inception-ResNet-v2 weights): the
+  message says what is wrong and what to do. The callers raise it; it lives here, under both, to be caught once."""
+
+
 class ParamsError(ValueError):
   """Parameters that cannot be saved or restored: the message says what is wrong (the caller says what to do)."""
 

@@ -14,6 +14,15 @@ class ManualDataError(FileNotFoundError):
   """A manual-dir file the build needs is not there (`capjax.data.build` prints it as one `error:` line)."""
 
 
+def manual_dir(dl_manager, what: str, readme: str) -> epath.Path:
+  """The manual dir, or a ManualDataError that says what to put there and where the README is."""
+  try:
+    return epath.Path(dl_manager.manual_dir)
+  except AssertionError as e:  # TFDS: "Manual directory X does not exist or is empty. ..." + instructions
+    first = str(e).split(". ")[0]
+    raise ManualDataError(f"{first} — put {what} there, as {readme} says (pass it with --manual_dir)") from e
+
+
 T = TypeVar("T")
 
 

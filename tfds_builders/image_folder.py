@@ -11,12 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from etils import epath
 
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
-from tfds_builders.builder_base import ManualDataError
 
 # A released image name: no folder part, no leading dot, nothing a path could be built from but the name itself.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -41,15 +39,6 @@ def read_jpeg(folder: str, name: str) -> tuple[bytes | None, str | None]:
   except image_io.ImageError as error:
     return None, error.reason
   return data, None
-
-
-def manual_dir(dl_manager, what: str, readme: str) -> epath.Path:
-  """The manual dir, or a ManualDataError that says what to put there and where the README is."""
-  try:
-    return epath.Path(dl_manager.manual_dir)
-  except AssertionError as e:  # TFDS: "Manual directory X does not exist or is empty. ..." + instructions
-    first = str(e).split(". ")[0]
-    raise ManualDataError(f"{first}: put {what} there, as {readme} says (pass it with --manual_dir)") from e
 
 
 def held_out(num_items: int, count: int, seed: int = 0) -> frozenset[int]:

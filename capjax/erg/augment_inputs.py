@@ -146,9 +146,9 @@ def train_retriever(source, has_images: bool, steps: int, num_pairs: int, seed: 
 def require_models(generator_dir: str, style_model_dir: str) -> None:
   """An AugmentError when the flags that name the models are missing: checked before any dataset is opened (or
   built), so that a missing flag costs nothing."""
-  from capjax.erg import generate  # noqa: PLC0415
+  from capjax.erg.generator import storage  # noqa: PLC0415
   if not generator_dir:
-    raise AugmentError(f"--generator is required — {generate.TRAIN_HINT}")
+    raise AugmentError(f"--generator is required — {storage.TRAIN_HINT}")
   if not style_model_dir:
     raise AugmentError("--style_model is required — train one with `python -m capjax.text_models.style_classifier "
                        "--output=DIR`")
@@ -157,12 +157,12 @@ def require_models(generator_dir: str, style_model_dir: str) -> None:
 def load_models(generator_dir: str, style_model_dir: str, style: str):
   """(generator, style classifier), after the flags that name them; an AugmentError for a directory that is not
   one, or a classifier without --style among its labels."""
-  from capjax.erg import generate  # noqa: PLC0415
+  from capjax.erg.generator import model, storage  # noqa: PLC0415
   from capjax.text_models import style_model as sc  # noqa: PLC0415
   require_models(generator_dir, style_model_dir)
   try:
-    generator = generate.load(pathlib.Path(generator_dir))
-  except generate.GeneratorError as error:
+    generator = storage.load(pathlib.Path(generator_dir))
+  except model.GeneratorError as error:
     raise AugmentError(f"--generator={generator_dir}: {error}") from error
   try:
     classifier = sc.StyleClassifier.load(pathlib.Path(style_model_dir))

@@ -92,7 +92,7 @@ class Job:
   factual_images: bool  # the factual records have images: the output's records too
   bank: list[Scene]
   retriever: retrieve.Retriever
-  generator: Any        # capjax.erg.generate's Generator
+  generator: Any        # capjax.erg.generator.model's Generator
   classifier: Any       # capjax.text_models.style_classifier's StyleClassifier
   lm: Any               # capjax.metrics.stylized_lm's StyleLanguageModel
   features: Any         # the output's tfds FeaturesDict
@@ -118,7 +118,8 @@ def _check_options(o: Options) -> None:
 def resolve(o: Options, log: Callable[[str], None]) -> Job:
   """The job's inputs, models and settings; an AugmentError for bad input (before any output is written)."""
   from capjax.erg import augment_inputs as inputs  # noqa: PLC0415
-  from capjax.erg import dual_encoder, generate  # noqa: PLC0415
+  from capjax.erg import dual_encoder  # noqa: PLC0415
+  from capjax.erg.generator import storage  # noqa: PLC0415
   from capjax.text_models import style_phrases  # noqa: PLC0415
 
   _check_options(o)
@@ -162,7 +163,7 @@ def resolve(o: Options, log: Callable[[str], None]) -> Job:
   settings = Settings(
       stylized=f"{stylized_builder.name}/{o.stylized}/{stylized_builder.version}:{o.stylized_split}",
       factual=f"{factual_builder.name}/{o.factual}/{factual_builder.version}:{o.factual_split}", style=o.style,
-      mode=o.mode, generator=_fingerprint(pathlib.Path(o.generator_dir) / generate.GENERATOR_FILE),
+      mode=o.mode, generator=_fingerprint(pathlib.Path(o.generator_dir) / storage.GENERATOR_FILE),
       style_model=_fingerprint(*sorted(p for p in pathlib.Path(o.style_model_dir).glob("*.json"))),
       lm=_fingerprint(pathlib.Path(o.lm_path)) if o.lm_path else "",
       retriever=dual_encoder.params_digest(encoder.params) if encoder is not None else "",
@@ -194,7 +195,7 @@ def resolve(o: Options, log: Callable[[str], None]) -> Job:
 def augment_shard(job: Job, shard: int, start: int, stop: int) -> tuple[list[bytes], filters.Counts]:
   """Factual examples [start, stop): retrieved, generated, filtered; the kept pairs serialized, and the counts."""
   from capjax.erg import augment_inputs as inputs  # noqa: PLC0415
-  from capjax.erg import generate  # noqa: PLC0415
+  from capjax.erg.generator import model  # noqa: PLC0415
   o = job.options
   records = [job.factual_source[j] for j in range(start, stop)]
   if not records:
@@ -210,9 +211,9 @@ def augment_shard(job: Job, shard: int, start: int, stop: int) -> tuple[list[byt
   scenes = [job.bank[int(j)] for j in found.ids[:, 0]]
   similarities = found.scores[:, 0].astype(np.float32)
   try:
-    captions = job.generator.generate([generate.Pair(s.phrase, t) for s, t in zip(scenes, texts)], o.beam_size,
+    captions = job.generator.generate([model.Pair(s.phrase, t) for s, t in zip(scenes, texts)], o.beam_size,
                                       o.batch_size)
-  except generate.GeneratorError as error:
+  except model.GeneratorError as error:
     raise AugmentError(f"shard {shard} (factual examples {start}..{stop - 1}): {error}") from error
   perplexities = np.asarray([job.lm.perplexity([c]).value if c.strip() else math.inf for c in captions], np.float32)
   predicted = job.classifier.predict([c if c.strip() else "." for c in captions])

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from capjax import model_io
+from capjax.model_io import WeightsError
 
 IMAGE_SIZE = 299
 MIN_IMAGE_SIZE = 75  # the smallest input the released layout accepts (Keras enforces it too)
@@ -362,10 +363,6 @@ def save_converted(directory: str | pathlib.Path, variables: Variables, metadata
   tree = jax.tree_util.tree_map(np.asarray, nn.meta.unbox(dict(variables)))
   text = json.dumps(dict(metadata), indent=2, sort_keys=True) + "\n"
   return model_io.save(directory, {VARIABLES_DIR: tree}, {METADATA_FILE: text})
-
-
-class WeightsError(ValueError):
-  """A weights directory that is not a whole conversion of Inception-ResNet-v2: the message says what to do."""
 
 
 def read_metadata(directory: str | pathlib.Path) -> dict[str, Any]:

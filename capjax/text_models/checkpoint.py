@@ -16,6 +16,7 @@ from typing import Any
 import flax.linen as nn
 
 from capjax import files, model_io
+from capjax.model_io import WeightsError
 from capjax.text_models import bert as bert_lib
 from capjax.text_models import clip as clip_lib
 from capjax.text_models import gpt2 as gpt2_lib
@@ -34,10 +35,6 @@ KINDS: dict[str, tuple[Any, Any, Any]] = {
     "gpt2": (gpt2_lib.GPT2Config, gpt2_lib.GPT2, gpt2_lib.abstract_params),
     "clip": (clip_lib.CLIPConfig, clip_lib.CLIP, clip_lib.abstract_params),
 }
-
-
-class WeightsError(ValueError):
-  """A directory that is not a whole text-model conversion: the message says what is wrong and what to do."""
 
 
 @dataclasses.dataclass(frozen=True)

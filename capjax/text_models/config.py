@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from capjax.config_util import ConfigError  # the one ConfigError: a config.json's field, named in the message
 from capjax.text_models.attention import ACTIVATIONS
-
-
-class ConfigError(ValueError):
-  """A config.json that capjax's text models cannot run: the message names the field."""
 
 
 def integer(config: Mapping[str, Any], field: str, default: int | None = None, minimum: int = 1) -> int:

@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorflow_datasets as tfds
-from etils import epath
 
 from capjax.image import phash as phash_lib
+from tfds_builders import builder_base
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import clip_stage as clip_lib
@@ -83,12 +83,8 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     )
 
   def _manual_paths(self, dl_manager) -> tuple[list[str], str, str, str]:
-    try:
-      manual_dir = epath.Path(dl_manager.manual_dir)
-    except AssertionError as e:
-      first = str(e).split(". ")[0]
-      raise ManualDataError(f"{first} — put img2dataset's output for the harvested candidates there "
-                            f"({_INSTRUCTIONS_POINTER}) and pass it with --manual_dir") from e
+    manual_dir = builder_base.manual_dir(dl_manager, "img2dataset's output for the harvested candidates",
+                                         _INSTRUCTIONS_POINTER.removeprefix("see "))
     shards = i2d.list_shards(os.fspath(manual_dir))
     if not shards:
       raise ManualDataError(f"{manual_dir} holds no img2dataset shard (NNNNN.tar or NNNNN/) — run img2dataset with "

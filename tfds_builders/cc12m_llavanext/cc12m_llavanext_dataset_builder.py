@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
+from tfds_builders import builder_base
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
@@ -90,12 +90,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   def _manual_files(self, dl_manager) -> tuple[str, list[str]]:
     """(jsonl path, tar paths); a missing manual dir, jsonl or tars is a ManualDataError naming them."""
-    try:
-      manual_dir = epath.Path(dl_manager.manual_dir)
-    except AssertionError as e:  # TFDS: "Manual directory X does not exist or is empty. ..." + instructions
-      first = str(e).split(". ")[0]
-      raise ManualDataError(f"{first}: put train.jsonl.gz and the cc12m-wds tars there, as {_README} says "
-                            "(pass it with --manual_dir)") from e
+    manual_dir = builder_base.manual_dir(dl_manager, "train.jsonl.gz and the cc12m-wds tars", _README)
     jsonl = manual_dir / join.JSONL
     if not jsonl.exists():
       raise ManualDataError(f"{jsonl} is missing: download {join.JSONL} ({_INSTRUCTIONS_POINTER})")

@@ -17,6 +17,7 @@ import tensorflow_datasets as tfds
 from absl import logging
 from etils import epath
 
+from tfds_builders import builder_base
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report
 from tfds_builders.img2dataset import retry, wds
@@ -141,12 +142,8 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
   # --- generation
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
-    try:
-      manual_dir = epath.Path(dl_manager.manual_dir)
-    except AssertionError as e:  # TFDS: "Manual directory X does not exist or is empty. ..." + instructions
-      first = str(e).split(". ")[0]
-      raise ManualDataError(f"{first} — put the CC3M TSVs and img2dataset images there, as "
-                            f"{_INSTRUCTIONS_POINTER.removeprefix('see ')} says (pass it with --manual_dir)") from e
+    manual_dir = builder_base.manual_dir(dl_manager, "the CC3M TSVs and img2dataset images",
+                                         _INSTRUCTIONS_POINTER.removeprefix("see "))
     if self.builder_config.mirror:
       return self._mirror_splits(manual_dir)
     files = self._manual_files(manual_dir)

@@ -15,6 +15,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from capjax.text.lines import read_lines
+from tfds_builders import builder_base
 from tfds_builders import image_folder
 from tfds_builders import report as report_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
@@ -188,7 +189,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     )
 
   def _manual_files(self, dl_manager) -> dict[str, str]:
-    root = image_folder.manual_dir(dl_manager, "FlickrStyle_v0.9/ and flickr30k-images/", _README)
+    root = builder_base.manual_dir(dl_manager, "FlickrStyle_v0.9/ and flickr30k-images/", _README)
     release = root / RELEASE_FOLDER if (root / RELEASE_FOLDER).is_dir() else root
     files = {"humorous": release / HUMOR_CAPTIONS, "romantic": release / ROMANTIC_CAPTIONS}
     names_text = release / IMAGE_LIST_TEXT

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
-from tfds_builders import image_folder
+from tfds_builders import builder_base
 from tfds_builders.builder_base import LocalCodePath, ManualDataError
 from tfds_builders.karpathy import entries as entries_lib
 
@@ -108,7 +108,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     config = self.builder_config
     what = f"{config.json_name} and {', '.join(f + '/' for f in config.folders)}"
-    root = image_folder.manual_dir(dl_manager, what, _README)
+    root = builder_base.manual_dir(dl_manager, what, _README)
     path = root / config.json_name
     if not path.is_file():
       raise ManualDataError(f"{path} is missing — put {what} in the manual dir ({_INSTRUCTIONS_POINTER})")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
+from tfds_builders import builder_base
 from tfds_builders import image_folder
 from tfds_builders import report as report_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, at_least_one
@@ -147,7 +148,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     )
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
-    root = image_folder.manual_dir(dl_manager, f"{JSON_NAME} and COCO's {IMAGES_DIR}/", _README)
+    root = builder_base.manual_dir(dl_manager, f"{JSON_NAME} and COCO's {IMAGES_DIR}/", _README)
     path = next((p for p in (root / JSON_NAME, root / "data" / JSON_NAME) if p.exists()), None)
     if path is None:
       raise ManualDataError(f"{root / JSON_NAME} is missing — download SentiCap ({_INSTRUCTIONS_POINTER})")
