@@ -29,9 +29,9 @@ from capjax import decode as decode_lib
 from capjax import decode_sampling as sampling_lib
 from capjax.config_util import ConfigError
 from capjax.data import sources
+from capjax.data.captions import captions_of
 from capjax.data.vocab import VOCAB_FILENAME, tokenize
 from capjax.metrics.cider import CiderD, DocumentFrequency
-from capjax.strings import as_str
 from capjax.tokens import PAD_ID
 
 DF_FILENAME = "cider_df.json"  # the training split's CIDEr-D document frequencies, in the SCST workdir
@@ -160,7 +160,7 @@ def training_split(config: ml_collections.ConfigDict, train_source):
 
 def references_of(record: dict[str, Any]) -> list[str]:
   """A record's reference captions as CIDEr-D reads them (lowercased, split on white space, as the vocabulary)."""
-  return [" ".join(tokenize(as_str(c))) for c in record["captions"]]
+  return [" ".join(tokenize(c)) for c in captions_of(record)]
 
 
 class References:

@@ -15,6 +15,7 @@ import ml_collections
 import numpy as np
 
 from capjax.data import preprocess
+from capjax.data.captions import all_captions
 from capjax.data.vocab import Vocabulary
 from capjax.strings import as_str
 from capjax.tokens import BOS_ID
@@ -22,9 +23,7 @@ from capjax.tokens import BOS_ID
 
 def split_captions(source) -> Iterator[str]:
   """Every reference caption of every example (for building the vocabulary)."""
-  for i in range(len(source)):
-    for c in source[i]["captions"]:
-      yield as_str(c)
+  return all_captions(source)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,7 @@ from absl import flags
 from capjax import cli, files
 from capjax.config_util import ConfigError
 from capjax.data import integrity
+from capjax.data.captions import captions_of
 from capjax.strings import as_str
 from capjax.text import stats
 
@@ -98,14 +99,6 @@ def plain(value: Any) -> Any:
   if isinstance(value, np.generic):
     return value.item()
   return value
-
-
-def captions_of(record: Mapping[str, Any], field: str) -> list[str]:
-  """The references of a decoded record: every caption of a sequence field, or the one caption."""
-  value = record[field]
-  if isinstance(value, (list, tuple, np.ndarray)):
-    return [as_str(v) for v in value]
-  return [as_str(value)]
 
 
 def records(source, count: int) -> Iterator[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from capjax.data import stylized
-from capjax.strings import as_str
+from capjax.data.captions import captions_of
 
 
 class AugmentError(ValueError):
@@ -90,10 +90,8 @@ def images(source, indices: Sequence[int]) -> np.ndarray:
 
 
 def first_caption(record: dict[str, Any]) -> str:
-  captions = record.get("captions")
-  if captions is None or len(captions) == 0:
-    return ""
-  return as_str(captions[0])
+  """A factual record's first reference caption, or "" when it has none."""
+  return next(iter(captions_of(record)), "") if "captions" in record else ""
 
 
 def load_retriever(directory: str, modes_images: dict[str, Any]):
@@ -132,7 +130,7 @@ def train_retriever(source, has_images: bool, steps: int, num_pairs: int, seed: 
                        "factual or stylized dataset with an `image` field")
   count = min(num_pairs, len(source))
   records = [source[i] for i in range(count)]
-  captions = [[as_str(c) for c in r["captions"]] for r in records]
+  captions = [captions_of(r) for r in records]
   keep = [i for i, c in enumerate(captions) if c]
   if len(keep) < 2:
     raise AugmentError(f"fewer than two captioned images in {where} to train the retriever on — give a dataset "
