@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from capjax.config_util import check_number
 from capjax.image import filters as image_filters
 from capjax.image import phash as phash_lib
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
@@ -114,7 +115,17 @@ def valid_keys() -> list[str]:
   return [f.name for f in dataclasses.fields(Settings) if f.name != "text"] + list(_text_fields())
 
 
+# The numeric settings' ranges, (low, high), beyond the default [0, inf) of a size, count or threshold: a NaN would
+# pass every comparison of its stage (max_aspect_ratio=nan keeps every image), a negative count keeps everything.
+_RANGES: dict[str, tuple[float, float | None]] = {
+    "max_aspect_ratio": (1, None), "unsafe_threshold": (0, 1), "labeler_top_k": (1, None),
+    "labeler_threshold": (0, 1), "filters.max_capitalized_ratio": (0, 1), "filters.max_all_caps_ratio": (0, 1),
+    "filters.max_repetition_ratio": (0, 1), "filters.max_noun_ratio": (0, 1), "filters.max_abs_sentiment": (0, 1),
+}
+
+
 def _convert(key: str, text: str, default: Any) -> Any:
+  """`text` as the type of `default`; a number checked against its range (`_RANGES`) by config_util.check_number."""
   if isinstance(default, bool):
     if text.lower() not in ("true", "false", "1", "0"):
       raise ValueError(f"--set={key}={text} is not a boolean — give true or false")
@@ -124,9 +135,12 @@ def _convert(key: str, text: str, default: Any) -> Any:
   if default is None:
     return text or None
   try:
-    return type(default)(text)
+    value = type(default)(text)
   except ValueError as e:
     raise ValueError(f"--set={key}={text} is not a {type(default).__name__} — give one") from e
+  if isinstance(value, (int, float)) and key != "dedup_threshold":  # a Hamming distance: dedup.check_settings
+    check_number(f"--set={key}", value, *_RANGES.get(key, (0, None)))
+  return value
 
 
 def parse_settings(items: Sequence[str]) -> Settings:
