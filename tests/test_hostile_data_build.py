@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from hostile import harness
-from hostile.harness import FIFO, NULL_DEVICE, case, not_flags, runner
+from hostile.harness import FIFO, NULL_DEVICE, case, not_flags, runner, symlink
 from hostile.inputs import REFS, TRAIN_SHARD, as_json
 
 BUILD = "capjax.data.build"
@@ -115,7 +115,9 @@ CASES = [
       for name, weights, files, match in (
           ("config-fifo", "w", {"w/config.json": FIFO}, "config.json is a FIFO (named pipe), not a regular file"),
           ("config-device", "w", {"w/config.json": NULL_DEVICE}, "config.json is a character device, not a regular"),
-          ("folder-fifo", "pipe", {"pipe": FIFO}, "pipe is not a folder"))),
+          ("folder-fifo", "pipe", {"pipe": FIFO}, "pipe is not a folder"),
+          ("symlink-loop", "loop", {"loop": symlink("loop")}, "loop is a symlink loop (a link that leads back to "
+                                                              "itself) — give the converted folder itself"))),
     case(BUILD, "damaged-dataset-without-its-manual-files", "--dataset=cc3m", "--data_dir={dd:cc3m-shard-cut}",
          match=f"{TRAIN_SHARD} holds 0 records"),
     case(BUILD, "config-escapes", "--dataset=synthetic_scenes/../../x", "--data_dir={t}/new", absent=("new",)),
