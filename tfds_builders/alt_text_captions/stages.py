@@ -115,17 +115,13 @@ def valid_keys() -> list[str]:
   return [f.name for f in dataclasses.fields(Settings) if f.name != "text"] + list(_text_fields())
 
 
-# The numeric settings' ranges, (low, high), beyond the default [0, inf) of a size, count or threshold: a NaN would
-# pass every comparison of its stage (max_aspect_ratio=nan keeps every image), a negative count keeps everything.
-_RANGES: dict[str, tuple[float, float | None]] = {
-    "max_aspect_ratio": (1, None), "unsafe_threshold": (0, 1), "labeler_top_k": (1, None),
-    "labeler_threshold": (0, 1), "filters.max_capitalized_ratio": (0, 1), "filters.max_all_caps_ratio": (0, 1),
-    "filters.max_repetition_ratio": (0, 1), "filters.max_noun_ratio": (0, 1), "filters.max_abs_sentiment": (0, 1),
-}
+# --set's numbers are finite and at least 0 (a NaN passes every comparison of its stage: max_aspect_ratio=nan keeps
+# every image; a negative size or count keeps everything), these at least 1, these and filters.*_ratio at most 1.
+_AT_LEAST_ONE = ("max_aspect_ratio", "labeler_top_k")
+_AT_MOST_ONE = ("unsafe_threshold", "labeler_threshold", "filters.max_abs_sentiment")
 
 
 def _convert(key: str, text: str, default: Any) -> Any:
-  """`text` as the type of `default`; a number checked against its range (`_RANGES`) by config_util.check_number."""
   if isinstance(default, bool):
     if text.lower() not in ("true", "false", "1", "0"):
       raise ValueError(f"--set={key}={text} is not a boolean — give true or false")
@@ -139,7 +135,8 @@ def _convert(key: str, text: str, default: Any) -> Any:
   except ValueError as e:
     raise ValueError(f"--set={key}={text} is not a {type(default).__name__} — give one") from e
   if isinstance(value, (int, float)) and key != "dedup_threshold":  # a Hamming distance: dedup.check_settings
-    check_number(f"--set={key}", value, *_RANGES.get(key, (0, None)))
+    share = key in _AT_MOST_ONE or (key.startswith("filters.") and key.endswith("_ratio"))
+    check_number(f"--set={key}", value, 1 if key in _AT_LEAST_ONE else 0, 1 if share else None)
   return value
 
 
