@@ -94,6 +94,7 @@ _LOWER_BOUNDS: tuple[tuple[str, float, bool], ...] = (
 _FRACTIONS = ("model.dropout_rate", "label_smoothing", "optimizer.b1", "optimizer.b2",  # in [0, 1)
               "optimizer.ema_decay")
 _AT_MOST_ONE = ("augment.crop_min_scale",)  # a share of the image: (0, 1]
+DECODE_METHODS = ("greedy", "beam")  # capjax.train.decode_tokens' searches (sampling is scst's, not evaluation's)
 
 
 def _field(config: ml_collections.ConfigDict, path: str):
@@ -161,8 +162,9 @@ def attention_bytes(config: ml_collections.ConfigDict) -> int | None:
 
 def validate(config: ml_collections.ConfigDict, processes: int = 1, memory: int | None = None) -> None:
   """Raises ConfigError naming the first field whose value no run can use (absent fields are not checked): a
-  float field that is NaN or infinite, a value out of its range, an empty dataset name, a caption length whose
-  attention (`attention_bytes`) exceeds the memory of `processes` machines like this one (or `memory` bytes)."""
+  float field that is NaN or infinite, a value out of its range, a decode method no search has, an empty dataset
+  name, a caption length whose attention (`attention_bytes`) exceeds the memory of `processes` machines like this
+  one (or `memory` bytes). Every value is checked here, at start-up, never at its first use."""
   for path, low, inclusive in _LOWER_BOUNDS:
     value = _field(config, path)
     if value is not None:
@@ -177,6 +179,10 @@ def validate(config: ml_collections.ConfigDict, processes: int = 1, memory: int 
       check_number(f"--config.{path}", value, high=1)
   for path, value in _numbers(config):  # the float fields without a range of their own: finite at least
     check_number(f"--config.{path}", value)
+  method = _field(config, "decode.method")
+  if method is not None and method not in DECODE_METHODS:  # else the first evaluation, maybe hours in, fails
+    raise ConfigError(f"--config.decode.method={method!r} is not a search evaluation decodes with — set it to "
+                      f"{' or '.join(DECODE_METHODS)} (sampling is for training: the scst variant's --config.scst.*)")
   name = _field(config, "dataset.name")
   if isinstance(name, str) and not name.strip():
     raise ConfigError("dataset.name is empty — set --config.dataset.name to a dataset, e.g. synthetic_scenes or cc3m")

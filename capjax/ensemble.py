@@ -11,6 +11,7 @@ ImageCaptioning.pytorch's AttEnsemble averages probabilities too.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from capjax import decode as decode_lib
+from capjax.config_util import ConfigError
 from capjax.data.vocab import Vocabulary
 
 
@@ -61,3 +63,16 @@ def vocabulary_difference(first: Vocabulary, other: Vocabulary) -> str | None:
   if len(first) != len(other):
     return f"{len(first)} words there and {len(other)} here"
   return None
+
+
+def check_members(workdir: str, others: Sequence[str]) -> None:
+  """ConfigError when `others` (`--ensemble`) names `workdir` or one of its workdirs twice, whatever the spelling
+  (`a/`, `./a`, a symlink to it: their resolved paths are compared): the mixture would average that model as two,
+  weighting it double, and call the result an ensemble of more models than it holds."""
+  seen = {os.path.realpath(workdir): f"--workdir={workdir}"}
+  for other in others:
+    path = os.path.realpath(other)
+    if path in seen:
+      raise ConfigError(f"--ensemble's {other} is the same workdir as {seen[path]} — name each workdir once: drop it "
+                        "from --ensemble (the mixture would count its model twice)")
+    seen[path] = f"--ensemble's {other}"

@@ -16,7 +16,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from capjax import checkpoints
+from capjax import checkpoints, config_util
 from capjax import ema as ema_lib
 from capjax import ensemble as ensemble_lib
 from capjax import evaluate as evaluate_lib
@@ -81,7 +81,9 @@ def load_trained(config: ml_collections.ConfigDict, workdir: str, step: int | No
 
   With `ensemble` (other workdirs of the same config), `params` are `capjax.ensemble.Members`: this workdir's
   checkpoint, then each other's best, and `setup.decode` decodes with their mixture (`capjax.ensemble`). Another
-  vocabulary in any of them is a ConfigError."""
+  vocabulary in any of them, a workdir named twice, or a config value no run can use is a ConfigError."""
+  ensemble_lib.check_members(workdir, ensemble)
+  config_util.validate(config, jax.process_count())  # as training does: before any work, not at the first decode
   inputs = sources.input_spec(config)  # a mismatched config fails before any work
   vocab = _vocabulary(workdir)
   for other in ensemble:  # every vocabulary compared before any checkpoint is read

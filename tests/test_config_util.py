@@ -90,6 +90,8 @@ def _shapes(**fields):
     ({"augment__crop_min_scale": 1.5}, "--config.augment.crop_min_scale=1.5 is impossible — set "
                                        "--config.augment.crop_min_scale to at most 1"),
     ({"eval__num_examples": 0}, "--config.eval.num_examples=0 is impossible"),
+    ({"decode__method": "sample"}, "--config.decode.method='sample' is not a search evaluation decodes with — set "
+                                   "it to greedy or beam"),
     ({"dataset__name": ""}, "dataset.name is empty — set --config.dataset.name to a dataset"),
     ({"dataset__name": "  "}, "dataset.name is empty"),
 ])

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from hostile import harness
-from hostile.harness import FIFO, NULL_DEVICE, case, not_flags, runner
+from hostile.harness import FIFO, NULL_DEVICE, case, not_flags, runner, symlink
 from hostile.inputs import REFS, TRAIN_SHARD, as_json
 
 BUILD = "capjax.data.build"
@@ -78,6 +78,20 @@ CASES = [
          "--data_dir={t}/new", match="--set", absent=("new",)),
     case(BUILD, "set-unknown-key", "--dataset=alt_text_captions", "--set=colour=red", "--manual_dir={t}/folder",
          "--data_dir={t}/new", match="colour", absent=("new",)),
+    # Every number of --set range-checked: NaN passes every comparison of its stage, a negative size or count
+    # keeps everything.
+    *(case(BUILD, f"set-{name}", "--dataset=alt_text_captions", f"--set={item}", "--manual_dir={t}/folder",
+           "--data_dir={t}/new", match=match, absent=("new",))
+      for name, item, match in (
+          ("aspect-ratio-nan", "max_aspect_ratio=nan", "--set=max_aspect_ratio=nan is not a finite number — set "
+                                                       "--set=max_aspect_ratio to at least 1"),
+          ("size-negative", "min_side=-400", "--set=min_side=-400 is impossible — set --set=min_side to at least 0"),
+          ("count-negative", "min_concept_count=-1", "--set=min_concept_count=-1 is impossible — set "
+                                                     "--set=min_concept_count to at least 0"),
+          ("text-ratio-infinite", "filters.max_noun_ratio=inf", "--set=filters.max_noun_ratio=inf is not a finite "
+                                                                "number — set --set=filters.max_noun_ratio in [0, 1]"),
+          ("threshold-above-one", "unsafe_threshold=2", "--set=unsafe_threshold=2.0 is impossible — set "
+                                                        "--set=unsafe_threshold in [0, 1]"))),
     case(BUILD, "set-without-equals", "--dataset=alt_text_captions", "--set=colour", "--manual_dir={t}/folder",
          "--data_dir={t}/new", absent=("new",)),
     *(case(BUILD, f"set-clip-{name}", "--dataset=alt_text_captions", *(f"--set={item}" for item in items),
@@ -101,7 +115,9 @@ CASES = [
       for name, weights, files, match in (
           ("config-fifo", "w", {"w/config.json": FIFO}, "config.json is a FIFO (named pipe), not a regular file"),
           ("config-device", "w", {"w/config.json": NULL_DEVICE}, "config.json is a character device, not a regular"),
-          ("folder-fifo", "pipe", {"pipe": FIFO}, "pipe is not a folder"))),
+          ("folder-fifo", "pipe", {"pipe": FIFO}, "pipe is not a folder"),
+          ("symlink-loop", "loop", {"loop": symlink("loop")}, "loop is a symlink loop (a link that leads back to "
+                                                              "itself) — give the converted folder itself"))),
     case(BUILD, "damaged-dataset-without-its-manual-files", "--dataset=cc3m", "--data_dir={dd:cc3m-shard-cut}",
          match=f"{TRAIN_SHARD} holds 0 records"),
     case(BUILD, "config-escapes", "--dataset=synthetic_scenes/../../x", "--data_dir={t}/new", absent=("new",)),

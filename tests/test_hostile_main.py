@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hostile.harness import FIFO, REPO, case, not_flags, runner
+from hostile.harness import FIFO, REPO, case, not_flags, runner, symlink
 from hostile.inputs import TRAIN_SHARD, png
 
 MAIN = "capjax.main"
@@ -164,6 +164,17 @@ CASES = [
                "here) — ensemble models trained on the same captions"),
     case(MAIN, "caption-ensemble-of-another-vocabulary", CONFIG, *TINY, "--mode=caption", "--images={t}/images/*.png",
          "--ensemble={t}/b", "--workdir={t}/a", files=_TWO_VOCABULARIES, match="has another vocabulary"),
+    case(MAIN, "ensemble-names-the-workdir", CONFIG, *TINY, "--mode=eval", "--ensemble={t}/a/.", "--workdir={t}/a",
+         files=_TWO_VOCABULARIES, match="--ensemble's {t}/a/. is the same workdir as --workdir={t}/a — name each "
+                                        "workdir once: drop it from --ensemble (the mixture would count its model "
+                                        "twice)"),
+    case(MAIN, "ensemble-names-a-member-twice", CONFIG, *TINY, "--mode=caption", "--images={t}/images/*.png",
+         "--ensemble={t}/a,{t}/c", "--workdir={t}/b", files={**_TWO_VOCABULARIES, "c": symlink("a")},
+         match="--ensemble's {t}/c is the same workdir as --ensemble's {t}/a — name each workdir once"),
+    train("decode-method-sample", CONFIG, *TINY, "--config.decode.method=sample",
+          match="--config.decode.method='sample' is not a search evaluation decodes with — set it to greedy or beam"),
+    case(MAIN, "eval-decode-method-sample", CONFIG, *TINY, "--mode=eval", "--config.decode.method=sample",
+         "--workdir={t}/a", files=_TWO_VOCABULARIES, match="--config.decode.method='sample' is not a search"),
     case(MAIN, "ensemble-untrained-workdir", CONFIG, *TINY, "--mode=eval", "--ensemble={t}/folder", "--workdir={t}/a",
          files=_TWO_VOCABULARIES, match="folder has no vocab.txt, so it holds no trained model"),
     *not_flags(MAIN, CONFIG, "--workdir={t}/w"),

@@ -3,6 +3,7 @@ trainer would take for a built dataset: TFDS writes into a `*.incomplete*` folde
 is whole. Nor does it leave its worker processes running; Ctrl-C ends it with one line, without a traceback."""
 
 import contextlib
+import fcntl
 import gc
 import os
 import pathlib
@@ -14,7 +15,7 @@ import time
 import ml_collections
 import pytest
 
-from capjax.data import build, sources
+from capjax.data import build, integrity, sources
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -139,3 +140,44 @@ def test_ctrl_c_that_a_finalizer_swallowed_lands_after_it(capfd):
   landed = _interrupted_after(drop)
   assert landed
   assert capfd.readouterr().err == ""
+
+
+def test_two_identical_builds_at_once_one_builds_and_the_other_says_so(tmp_path):
+  """The same build started twice at once into one data dir: the one that takes the data dir's lock builds; the
+  other, unless it starts after the first has ended (then it reuses the dataset), is one `error:` line naming the
+  builder's pid, exit 2 — not TFDS's FileExistsError traceback from the loser's rename."""
+  data_dir = tmp_path / "tfds"
+  command = [sys.executable, "-m", "capjax.data.build", "--dataset=synthetic_scenes/tiny", f"--data_dir={data_dir}"]
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  procs = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for _ in range(2)]
+  results = [(p.pid, *p.communicate(timeout=300), p.returncode) for p in procs]
+  for pid, out, err, code in results:
+    assert "Traceback" not in err and code in (0, 2), err[-3000:]
+    if code == 2:
+      [other] = [p for p, *_ in results if p != pid]
+      assert (out, err) == ("", f"error: synthetic_scenes/tiny is being built in {data_dir} by another process "
+                                f"(pid {other}) — wait for it to finish and rerun this command (it reuses the "
+                                "dataset), or give another --data_dir\n")
+  assert 0 in [code for *_, code in results]
+  folder = data_dir / "synthetic_scenes/tiny/1.0.0"
+  assert integrity.problem(folder) is None
+  assert sorted(p.name for p in folder.parent.iterdir()) == ["1.0.0"]  # no incomplete.* folder left
+  assert not os.path.exists(build.lock_path(os.fspath(data_dir), "synthetic_scenes/tiny"))
+
+
+def test_a_build_while_another_holds_the_lock_is_one_error_line_and_writes_nothing(tmp_path, capsys):
+  data_dir = tmp_path / "tfds"
+  data_dir.mkdir()
+  lock = build.lock_path(os.fspath(data_dir), "synthetic_scenes/tiny")
+  with open(lock, "w") as holder:  # another build's, as one_build writes it
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    holder.write("4242\n")
+    holder.flush()
+    with pytest.raises(SystemExit) as exit_info:
+      build.main(["build", "--dataset=synthetic_scenes/tiny", f"--data_dir={data_dir}"])
+  assert exit_info.value.code == 2
+  assert capsys.readouterr() == ("", f"error: synthetic_scenes/tiny is being built in {data_dir} by another process "
+                                     "(pid 4242) — wait for it to finish and rerun this command (it reuses the "
+                                     "dataset), or give another --data_dir\n")
+  assert [p.name for p in data_dir.iterdir()] == [os.path.basename(lock)]

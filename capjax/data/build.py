@@ -9,13 +9,15 @@ needs apache-beam even for builders that do not use it: tensorflow/datasets#5463
 A dataset already built is reused only when it is whole (capjax.data.integrity: its metadata parses, each shard
 holds the records dataset_info.json lists); a damaged one is built again, kept aside until the new one is whole, or,
 when its manual files are not there to build it from, left as it is with an error. Ctrl-C stops a build with one
-line and exit status 130, leaving nothing half-built.
+line and exit status 130, leaving nothing half-built. While a build runs, the same build into the same data dir is
+refused with one line and exit status 2 (`DATA_DIR/.NAME_CONFIG.build.lock` holds the builder's pid).
 """
 
 from __future__ import annotations
 
 import _thread
 import contextlib
+import fcntl
 import gc
 import importlib
 import multiprocessing
@@ -131,6 +133,40 @@ def restore(aside: str | None, folder: str | None) -> None:
     os.rename(aside, folder)
 
 
+def lock_path(data_dir: str, name: str) -> str:
+  """The file whose lock a build of `name` (NAME[/CONFIG]) into `data_dir` holds while it runs."""
+  return os.path.join(data_dir, f".{name.replace('/', '_')}.build.lock")
+
+
+@contextlib.contextmanager
+def one_build(data_dir: str, name: str) -> Iterator[None]:
+  """Holds `lock_path`'s flock (with this pid in it) for the build: a second build of the same dataset into the same
+  data dir is one `error:` line, exit 2, instead of TFDS's FileExistsError traceback when its rename finds the first
+  one's folder (a build that starts after the first has ended reuses the dataset). The file is removed when the build
+  ends; a lock taken on a file its holder removed meanwhile is taken again on the new one."""
+  path = lock_path(data_dir, name)
+  while True:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = os.read(fd, 32).decode(errors="replace").strip()
+      os.close(fd)
+      cli.fail(f"{name} is being built in {data_dir} by another process{f' (pid {holder})' if holder else ''} — "
+               "wait for it to finish and rerun this command (it reuses the dataset), or give another --data_dir")
+    with contextlib.suppress(FileNotFoundError):
+      if os.path.samestat(os.fstat(fd), os.stat(path)):
+        break
+    os.close(fd)
+  os.ftruncate(fd, 0)  # a killed build's file is left with its pid
+  os.write(fd, f"{os.getpid()}\n".encode())
+  try:
+    yield
+  finally:
+    os.unlink(path)  # before the lock goes: a process that opened this file finds it gone and takes a new one
+    os.close(fd)
+
+
 def main(argv: Sequence[str]) -> None:
   cli.parse(FLAGS, argv, __doc__)
   from capjax.data import sources  # noqa: PLC0415 (imports jax: not for --help and flag errors)
@@ -162,9 +198,19 @@ def main(argv: Sequence[str]) -> None:
   chosen = kwargs["config"].name if "config" in kwargs else config_name
   folder = (os.path.join(data_dir, dataset, chosen, str(tfds.builder_cls(dataset).VERSION)) if "config" in kwargs
             else integrity.registered_folder(dataset, chosen, data_dir))  # --set configs are not in BUILDER_CONFIGS
+  with one_build(data_dir, builder_name(dataset, chosen)):
+    _build(dataset, config_name, chosen, kwargs, data_dir, folder, sources.KNOWN_BUILDERS[dataset][1])
+
+
+def _build(dataset: str, config_name: str, chosen: str, kwargs: dict, data_dir: str, folder: str | None,
+           how: str) -> None:
+  """The build itself, once its arguments are checked and `one_build` holds the data dir's lock for it (`how`: how
+  to get the dataset's manual files)."""
+  import tensorflow_datasets as tfds  # noqa: PLC0415 (loaded by main already)
+
   stack = contextlib.ExitStack()
-  damaged = set_aside_if_damaged(folder, builder_name(dataset, chosen), data_dir,
-                                 _MANUAL_DIR.value, sources.KNOWN_BUILDERS[dataset][1]) if folder else None
+  damaged = set_aside_if_damaged(folder, builder_name(dataset, chosen), data_dir, _MANUAL_DIR.value,
+                                 how) if folder else None
   try:
     stack.enter_context(_ctrl_c_lands_in_the_build())
     builder = tfds.builder(integrity.join_dataset(dataset, config_name), data_dir=data_dir, **kwargs)

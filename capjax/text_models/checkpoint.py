@@ -7,7 +7,9 @@ checksum) and the parameters as an orbax checkpoint in `variables/`. Written by
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import os
 import pathlib
 import stat
 from collections.abc import Mapping
@@ -88,6 +90,12 @@ def read_json(path: pathlib.Path) -> dict[str, Any]:
 def load(directory: str | pathlib.Path, kind: str | None = None) -> TextModel:
   """The converted model in `directory`; `kind` ("bert"/"gpt2"/"clip"), if given, is required. Every failure is a
   WeightsError whose message says what is wrong and how to convert again."""
+  try:  # a link that leads back to itself: Python 3.11's resolve raises RuntimeError, later ones do not resolve it
+    os.stat(directory)
+  except OSError as error:
+    if error.errno == errno.ELOOP:
+      raise WeightsError(f"{directory} is a symlink loop (a link that leads back to itself) — give the converted "
+                         "folder itself") from None
   directory = pathlib.Path(directory).resolve()
   try:
     if directory.exists() and not directory.is_dir():

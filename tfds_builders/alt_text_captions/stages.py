@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from capjax.config_util import check_number
 from capjax.image import filters as image_filters
 from capjax.image import phash as phash_lib
 from capjax.text.config import FilterConfig, HypernymConfig, PipelineConfig
@@ -114,6 +115,12 @@ def valid_keys() -> list[str]:
   return [f.name for f in dataclasses.fields(Settings) if f.name != "text"] + list(_text_fields())
 
 
+# --set's numbers are finite and at least 0 (a NaN passes every comparison of its stage: max_aspect_ratio=nan keeps
+# every image; a negative size or count keeps everything), these at least 1, these and filters.*_ratio at most 1.
+_AT_LEAST_ONE = ("max_aspect_ratio", "labeler_top_k")
+_AT_MOST_ONE = ("unsafe_threshold", "labeler_threshold", "filters.max_abs_sentiment")
+
+
 def _convert(key: str, text: str, default: Any) -> Any:
   if isinstance(default, bool):
     if text.lower() not in ("true", "false", "1", "0"):
@@ -124,9 +131,13 @@ def _convert(key: str, text: str, default: Any) -> Any:
   if default is None:
     return text or None
   try:
-    return type(default)(text)
+    value = type(default)(text)
   except ValueError as e:
     raise ValueError(f"--set={key}={text} is not a {type(default).__name__} — give one") from e
+  if isinstance(value, (int, float)) and key != "dedup_threshold":  # a Hamming distance: dedup.check_settings
+    share = key in _AT_MOST_ONE or (key.startswith("filters.") and key.endswith("_ratio"))
+    check_number(f"--set={key}", value, 1 if key in _AT_LEAST_ONE else 0, 1 if share else None)
+  return value
 
 
 def parse_settings(items: Sequence[str]) -> Settings:

@@ -216,7 +216,9 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   def retry_rows(self, manual_dir: str, split: str, obtained_urls: Iterable[str]) -> Iterator[tuple[str, str, str]]:
     """(caption, url, reason) of each row of the split's TSV that gave no example (its url is not among
-    `obtained_urls`, the build's manifest), in TSV order; a missing manual dir or TSV is a ManualDataError now."""
+    `obtained_urls`, the build's manifest), in TSV order; a missing manual dir or TSV, or image shards that list
+    none of its rows (a manual dir not the build's), is a ManualDataError now."""
     tsv, _ = self._manual_files(epath.Path(manual_dir))[split]
-    shards = i2d.split_shards(os.fspath(epath.Path(manual_dir) / IMAGES_DIR), split)
-    return retry.failed_rows(tsv, self.builder_config.labeled, shards, obtained_urls)
+    images = os.fspath(epath.Path(manual_dir) / IMAGES_DIR)
+    return retry.failed_rows(tsv, self.builder_config.labeled, i2d.split_shards(images, split), obtained_urls,
+                             os.path.join(images, f"{split}[.*]/"))
