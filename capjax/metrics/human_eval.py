@@ -45,6 +45,7 @@ from absl import flags
 from PIL import Image
 
 from capjax import cli, files
+from capjax.strings import is_utf8
 
 RATINGS = ("GOOD", "BAD")
 KEY_VERSION = 1
@@ -250,15 +251,6 @@ def aggregate(rows: Sequence[tuple[str, int, str]], raters: int = 3) -> dict[str
   return result
 
 
-def printable(value: Any) -> bool:
-  """Whether `value` is a str that can be written as UTF-8: JSON's "\\ud800" escape gives a lone surrogate, which
-  no page, key or terminal can hold (the write would fail halfway)."""
-  try:
-    return isinstance(value, str) and value.encode("utf-8") is not None
-  except UnicodeEncodeError:
-    return False
-
-
 def read_key(text: str) -> dict[str, Any]:
   """The key file `sheets` wrote, checked, counts bounded (a user may have edited it): ValueError saying what is
   wrong."""
@@ -277,7 +269,7 @@ def read_key(text: str) -> dict[str, Any]:
   if isinstance(key["raters"], bool) or not 1 <= key["raters"] <= MAX_RATERS:
     raise ValueError(f"its raters is not a number of raters 1..{MAX_RATERS} — give the key.json that `sheets` "
                      "wrote, as it wrote it")
-  if not key["models"] or not all(printable(m) and m for m in key["models"]):
+  if not key["models"] or not all(is_utf8(m) and m for m in key["models"]):
     raise ValueError("its models are not a non-empty list of names — give the key.json that `sheets` wrote, as it "
                      "wrote it")
   return key
@@ -384,9 +376,9 @@ def _read_predictions(spec: str) -> tuple[dict[str, dict[str, str]], list[str]]:
       for n, row in enumerate(rows, start=1):
         image_id, caption = row.get("image_id"), row.get("caption")
         # Quoted as JSON (ASCII): a lone surrogate in the message would fail the error line itself.
-        if not (printable(image_id) and image_id or isinstance(image_id, int) and not isinstance(image_id, bool)):
+        if not (is_utf8(image_id) and image_id or isinstance(image_id, int) and not isinstance(image_id, bool)):
           raise ValueError(f"entry {n}: its image_id {json.dumps(image_id)[:40]} is not a number or text")
-        if not printable(caption):  # a null caption would be shown to raters as "None"
+        if not is_utf8(caption):  # a null caption would be shown to raters as "None"
           raise ValueError(f"entry {n}: its caption {json.dumps(caption)[:40]} is not UTF-8 text")
         captions[str(image_id)] = caption
       if len(captions) != len(rows):
