@@ -446,6 +446,9 @@ def _sheets() -> None:
   # sheet out, and none may be an input (a predictions file in --output under a sheet's name, by any link).
   sheets = [os.path.join(_OUTPUT.value, f"rater_{rater}.html") for rater in range(1, _RATERS.value + 1)]
   for path in [*sheets, key_path]:
+    if os.path.isdir(path):  # output_file's remedy, a file name inside it, is not one: the command names its files
+      cli.fail(f"--output={_OUTPUT.value}: {os.path.basename(path)} in it is a folder — move it away, or choose "
+               "another --output")
     files.output_file(path, "--output", {"--predictions": inputs}, os.path.basename(path), make_folder=True)
   out = cli.writable_dir(_OUTPUT.value, "--output")
   images = sorted({i.image_id for i in items}, key=_natural)
