@@ -222,6 +222,15 @@ def test_bad_input_is_counted_and_the_build_finishes(bad_input, tmp_path, monkey
   assert records["000000000"]["caption_llava"] == dummy.clean_rows(1)[0]["caption_llava"]
 
 
+@pytest.mark.parametrize("field", ["key", "url", "caption_llava", "caption_llava_short", "caption"])
+def test_a_field_with_a_lone_surrogate_is_a_missing_field(field):
+  # JSON's "\ud800" is text no store, record or terminal can hold: it once stopped the build (issue 40, D12).
+  row = {"key": "1", "url": "http://example.org/1.jpg", "caption_llava": "A dog.", "caption_llava_short": "A dog.",
+         "caption": "dog"}
+  assert isinstance(join.parse_row(json.dumps(row).encode()), join.Row)
+  assert join.parse_row(json.dumps({**row, field: "a \ud800 b"}).encode()) == "missing_field"
+
+
 def test_jsonl_is_streamed_a_bounded_piece_at_a_time(tmp_path, monkeypatch):
   """Lines are cut from 1 MiB reads: a line over MAX_LINE_BYTES is skipped as it passes, never held whole."""
   monkeypatch.setattr(join, "_READ_BYTES", 7)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from hostile.harness import FIFO, case, runner
+from hostile.harness import FIFO, case, hard_link, runner
 from hostile.inputs import DEEP_JSON, PREDS, as_json
 
 HUMAN_EVAL = "capjax.metrics.human_eval"
+# `sheets` on a built split ({d}): without a bad input, these would write the sheets.
+TINY = ("--images=synthetic_scenes/tiny:test", "--data_dir={d}", "--output={t}/study")
+KEY_RATINGS = {"key.csv": b"item,rater,rating\nq1,1,GOOD\nq1,2,GOOD\nq1,3,BAD\n"}
+
+
+def _key(**fields) -> bytes:
+  """A key.json of one item, q1, with `fields` changed (as a user may edit it)."""
+  return as_json({"version": 1, "raters": 3, "models": ["a"], "items": {"q1": {"image_id": "0", "models": ["a"]}},
+                  **fields})
+
 
 CASES = [
     case(HUMAN_EVAL, "no-arguments", match="aggregate"),
@@ -84,6 +94,42 @@ CASES = [
          match="--key={t}/folder is a directory"),
     case(HUMAN_EVAL, "aggregate-second-csv-missing", "aggregate", "{t}/ratings.csv", "{t}/missing.csv",
          match="{t}/missing.csv does not exist"),
+    # issue 40 (D6, D11, D12, D20): a caption that is null or holds a lone surrogate, an image id that only
+    # str.isdigit takes, and outputs that cannot be written or are inputs, refused before any sheet is written.
+    case(HUMAN_EVAL, "sheets-null-caption", "sheets", "--predictions=a={t}/p.json", *TINY,
+         files={"p.json": as_json([{"image_id": 1, "caption": None}])},
+         match="{t}/p.json is not a COCO results list of {image_id, caption} (entry 1: its caption null is not UTF-8 "
+               "text)",
+         absent=("study",)),
+    case(HUMAN_EVAL, "sheets-caption-with-a-lone-surrogate", "sheets", "--predictions=a={t}/p.json", *TINY,
+         files={"p.json": b'[{"image_id": 1, "caption": "a dog"}, {"image_id": 2, "caption": "a \\ud800 cat"}]'},
+         match='(entry 2: its caption "a \\ud800 cat" is not UTF-8 text)', absent=("study",)),
+    case(HUMAN_EVAL, "sheets-superscript-digit-image-id", "sheets", "--predictions=a={t}/p.json", *TINY,
+         files={"p.json": as_json([{"image_id": "\u00b2", "caption": "a dog"}])},
+         match="--images: image id \u00b2 is not an index of synthetic_scenes/tiny:test (64 examples) — give the split",
+         absent=("study/rater_1.html", "study/key.json")),
+    case(HUMAN_EVAL, "sheets-a-later-sheet-is-a-folder", "sheets", "--predictions=a={t}/preds.json", "--raters=2",
+         *TINY, files={"study/rater_2.html/notes.txt": b"a folder where a sheet goes"},
+         match="--output={t}/study: rater_2.html in it is a folder — move it away, or choose another --output",
+         absent=("study/rater_1.html", "study/key.json")),
+    case(HUMAN_EVAL, "sheets-predictions-under-a-sheet-s-name", "sheets", "--predictions=a={t}/study/rater_1.html",
+         *TINY, files={"study/rater_1.html": as_json(PREDS)},
+         match="--output={t}/study/rater_1.html would overwrite --predictions={t}/study/rater_1.html",
+         absent=("study/key.json",)),
+    case(HUMAN_EVAL, "sheets-a-sheet-is-a-hard-link-of-the-predictions", "sheets", "--predictions=a={t}/preds.json",
+         *TINY, files={"study/rater_3.html": hard_link("preds.json")},
+         match="--output={t}/study/rater_3.html would overwrite --predictions={t}/preds.json",
+         absent=("study/rater_1.html", "study/key.json")),
+    # issue 40 (D3, D15): counts bounded, in flags and in a key.json a user edited; a key without models.
+    case(HUMAN_EVAL, "aggregate-key-of-10-20-raters", "aggregate", "--key={t}/key.json", "{t}/key.csv",
+         files={"key.json": _key(raters=10**20), **KEY_RATINGS},
+         match="its raters is not a number of raters 1..100"),
+    case(HUMAN_EVAL, "aggregate-key-without-models", "aggregate", "--key={t}/key.json", "{t}/key.csv",
+         files={"key.json": _key(models=[]), **KEY_RATINGS}, match="its models are not a non-empty list of names"),
+    case(HUMAN_EVAL, "raters-10-20", "aggregate", "{t}/ratings.csv", "--raters=100000000000000000000",
+         match="--raters"),
+    case(HUMAN_EVAL, "sheets-raters-10-20", "sheets", "--predictions=a={t}/preds.json",
+         "--raters=100000000000000000000", *TINY, match="--raters", absent=("study",)),
 ]
 
 test_bad_input_is_one_error_line_and_changes_nothing = runner(CASES)

@@ -14,6 +14,9 @@ CASES = [
     case(SHARDING_REPORT, "mesh-not-axis-equals-size", SHAPES, "--mesh=data4", match="is not axis=size"),
     case(SHARDING_REPORT, "mesh-unknown-axis", SHAPES, "--mesh=pipeline=2", match="pipeline=2"),
     case(SHARDING_REPORT, "mesh-size-zero", SHAPES, "--mesh=data=0", match="not a positive size"),
+    # issue 40 (D20): str.isdigit takes "²", which int() refuses
+    case(SHARDING_REPORT, "mesh-size-a-superscript-digit", SHAPES, "--mesh=data=\u00b2",
+         match="data=\u00b2 is not a positive size"),
     case(SHARDING_REPORT, "vocab-size-zero", SHAPES, "--mesh=data=1", "--vocab_size=0", match="vocab_size"),
     case(SHARDING_REPORT, "vocab-size-beyond-int32", SHAPES, "--mesh=data=1", "--vocab_size=3000000000",
          match="--vocab_size=3000000000: a vocabulary of 3,000,000,000 words"),

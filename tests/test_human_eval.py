@@ -83,7 +83,8 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
                                     "sheet downloads"),
       (("aggregate",), usage),
       (("summarize", str(bad)), usage),
-      (("aggregate", str(bad), "--raters=0"), "error: flag --raters=0: 0 is not a positive integer — see --help"),
+      (("aggregate", str(bad), "--raters=0"), "error: flag --raters=0: 0 is not an integer in the range [1, 100] — "
+                                              "see --help"),
   ]
   for args, stderr in cases:
     run = _run(*args)
@@ -137,6 +138,14 @@ def test_each_rater_sheet_has_every_item_in_its_own_order_and_names_no_model():
   human_eval.study_key(items, 3, 0, "x:test", list(PREDICTIONS))
   for name in ('"a"', '"b"', '"c"', "models"):
     assert name not in page.split("<script>")[0], name
+
+
+def test_an_image_id_is_a_split_index_only_in_ascii_digits_within_int64():
+  # "²" and "٣" are digits to str.isdigit, which int() refuses or reads: neither is predictions.json's index.
+  ids = ("0", "42", "\u00b2", "\u0663", "-1", "1" * 18, "1" * 19, "")
+  assert [human_eval.split_index(i) for i in ids] == [0, 42, None, None, None, int("1" * 18), None, None]
+  items = human_eval.blind_items({"a": {"\u00b2": "x", "10": "y", "9": "z"}})
+  assert {i.image_id for i in items} == {"\u00b2", "10", "9"}
 
 
 def _ratings(votes: dict[str, str]) -> list[tuple[str, int, str]]:

@@ -169,6 +169,12 @@ def test_an_image_that_changes_after_its_check_stops_the_build():
     {"filename": "a.jpg", "imgid": 1, "split": "train", "sentences": [{"raw": None, "tokens": []}]},  # no raw
     {"filename": "a.jpg", "imgid": True, "split": "train", "sentences": [{"raw": "A.", "tokens": ["a"]}]},
     "a.jpg",
+    # issue 40 (D12): what an example cannot hold: an id outside int64, a lone surrogate (JSON's "\ud800")
+    {"filename": "a.jpg", "imgid": 2**63, "split": "train", "sentences": [{"raw": "A.", "tokens": ["a"]}]},
+    {"filename": "a.jpg", "imgid": -2**63 - 1, "split": "train", "sentences": [{"raw": "A.", "tokens": ["a"]}]},
+    {"filename": "a.jpg", "imgid": 1, "split": "train", "sentences": [{"raw": "A \ud800.", "tokens": ["a"]}]},
+    {"filename": "a.jpg", "imgid": 1, "split": "train", "sentences": [{"raw": "A.", "tokens": ["a\udfff"]}]},
+    {"filename": "a\ud800.jpg", "imgid": 1, "split": "train", "sentences": [{"raw": "A.", "tokens": ["a"]}]},
 ])
 def test_an_entry_without_the_keys_it_needs_is_malformed(entry):
   counts = dict.fromkeys(entries_lib.FILE_KEYS[:-1], 0)
@@ -184,6 +190,34 @@ def test_a_sentence_with_empty_text_or_no_tokens_is_kept_as_released():
   parsed, named = entries_lib.parse_karpathy({"images": [entry]}, "f.json", ("test",), ("x",), False, counts, "")
   assert parsed == [entries_lib.Entry("test", "x", "a.jpg", 7, ("A dog.", ""), ("a dog", ""), (70, -1))]
   assert named == {("x", "a.jpg")} and counts == {"entries": 1, "malformed_entry": 0, "duplicate_entry": 0}
+
+
+def test_an_id_outside_int64_or_a_lone_surrogate_is_a_malformed_entry_and_the_build_finishes(tmp_path):
+  # Each of these once stopped the build after the report had counted its image as an example (issue 40, D12).
+  manual = tmp_path / "manual"
+  shutil.copytree(DUMMY, manual)
+  coco = json.loads((DUMMY / "captions.json").read_text())
+  coco["images"].append({"id": 2**63, "file_name": "000000000103.jpg"})
+  coco["annotations"] += [{"image_id": 2**63, "id": 7, "caption": "A dog."},
+                          {"image_id": 101, "id": 2**63, "caption": "A cat."},
+                          {"image_id": 101, "id": 101002, "caption": "A \ud800 dog."}]
+  (manual / "captions.json").write_text(json.dumps(coco))
+  flickr = json.loads((DUMMY / "dataset_flickr8k.json").read_text())
+  flickr["images"] += [
+      {"filename": "1000268201_693b08cb0e.jpg", "imgid": 2**63, "split": "train",
+       "sentences": [{"raw": "A dog.", "tokens": ["a", "dog"], "sentid": 90}]},
+      {"filename": "1001773457_577c3a7d70.jpg", "imgid": 77, "split": "val",
+       "sentences": [{"raw": "A \ud800 dog.", "tokens": ["a", "dog"], "sentid": 91}]}]
+  (manual / "dataset_flickr8k.json").write_text(json.dumps(flickr))
+  builder = _build("coco_format", manual, tmp_path / "tfds")
+  assert dict(builder.info.metadata["build_report"]) == {
+      "validation": _split(3, 2, missing_image=1),
+      "file": _file(6, malformed=6, unreferenced=1, annotation_without_image=1, image_without_caption=1)}
+  assert sorted(_records(builder, "validation")) == [101, 102]
+  assert len(_records(builder, "validation")[101]["captions"]) == 2
+  builder = _build("flickr8k", manual, tmp_path / "tfds")
+  assert dict(builder.info.metadata["build_report"]) == {**REPORTS["flickr8k"], "file": _file(7, 2, duplicate=1)}
+  assert {s: i.num_examples for s, i in builder.info.splits.items()} == SPLITS["flickr8k"]
 
 
 def _fail(capsys, config: str, manual: pathlib.Path, tmp_path: pathlib.Path) -> str:

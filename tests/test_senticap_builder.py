@@ -98,6 +98,23 @@ def test_one_hundred_training_images_are_held_out_for_validation():
   assert splits == senticap.assign_splits(entries)
 
 
+def test_an_id_outside_int64_or_a_lone_surrogate_is_counted_as_malformed():
+  # Each once passed the checks and stopped the build when TFDS encoded it (issue 40, D12).
+  sentence = {"sentiment": 1, "raw": "A nice dog.", "tokens": ["a", "nice", "dog"], "word_sentiment": [0, 1, 0]}
+
+  def entry(number: str, **fields) -> dict:
+    return {"filename": f"COCO_val2014_{number}.jpg", "split": "train", "sentences": [{**sentence, **fields}]}
+
+  images = [entry("9" * 19), entry("\u0664\u0662"),  # an id past int64; 42 in Arabic-Indic digits
+            {**entry("000000000041"), "filename": "COCO\ud800_val2014_000000000041.jpg"},
+            entry("000000000043", raw="A \ud800 dog."), entry("000000000044", tokens=["a", "nice", "\udfff"]),
+            entry("000000000042")]
+  counts = dict.fromkeys(senticap.FILE_KEYS, 0)
+  parsed = senticap.parse_entries({"images": images}, 1, counts)
+  assert [e["image_id"] for e in parsed] == [42]
+  assert counts == {"entries": 6, "malformed_entry": 3, "malformed_sentence": 2, "duplicate_entry": 0}
+
+
 @pytest.mark.parametrize("content,message", [
     (b"{", "is not JSON"),
     (b'{"annotations": []}', "senticap_dataset.json is not SentiCap's (no \"images\" list)"),

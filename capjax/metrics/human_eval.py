@@ -45,9 +45,13 @@ from absl import flags
 from PIL import Image
 
 from capjax import cli, files
+from capjax.strings import is_utf8
 
 RATINGS = ("GOOD", "BAD")
 KEY_VERSION = 1
+# Bounds on the study's counts, for the flags and for a key.json a user may have edited: a study of more raters is
+# a typo (10^20 raters once took 8 GB in 2 s), and a sheet of more images than MAX_IMAGES would not open in a browser.
+MAX_RATERS, MAX_IMAGES = 100, 100_000
 
 # The page's one button: every checked radio of the page's raters (RATERS) becomes a row `ID,rater,rating` under
 # HEADER, saved as FILENAME.
@@ -144,9 +148,16 @@ def blind_items(predictions: Mapping[str, Mapping[str, str]], num: int = 0, seed
           for n, (image_id, caption) in enumerate(pairs, start=1)]
 
 
+def split_index(image_id: str) -> int | None:
+  """The split index that `image_id` is (predictions.json's ids are), or None: ASCII decimal digits only (str.isdigit
+  takes "²", which int() refuses) and at most 18 of them (int64, and no int() of a 5,000-digit string)."""
+  return int(image_id) if image_id.isascii() and image_id.isdecimal() and len(image_id) <= 18 else None
+
+
 def _natural(image_id: str) -> tuple[int, int | str]:
   """Image ids in numeric order when they are numbers (predictions.json's split indices)."""
-  return (0, int(image_id)) if image_id.isdigit() else (1, image_id)
+  index = split_index(image_id)
+  return (1, image_id) if index is None else (0, index)
 
 
 def rater_order(items: Sequence[Item], rater: int, seed: int = 0) -> list[Item]:
@@ -241,7 +252,8 @@ def aggregate(rows: Sequence[tuple[str, int, str]], raters: int = 3) -> dict[str
 
 
 def read_key(text: str) -> dict[str, Any]:
-  """The key file `sheets` wrote, checked: ValueError saying what is wrong."""
+  """The key file `sheets` wrote, checked, counts bounded (a user may have edited it): ValueError saying what is
+  wrong."""
   try:
     key = json.loads(text)
   except (json.JSONDecodeError, RecursionError) as error:
@@ -249,11 +261,17 @@ def read_key(text: str) -> dict[str, Any]:
                      "`sheets` wrote") from None
   items = key.get("items") if isinstance(key, dict) else None
   if (not isinstance(key, dict) or key.get("version") != KEY_VERSION or not isinstance(items, dict)
-      or not isinstance(key.get("raters"), int) or key["raters"] < 1 or not isinstance(key.get("models"), list)
+      or not isinstance(key.get("raters"), int) or not isinstance(key.get("models"), list)
       or not all(isinstance(i, dict) and isinstance(i.get("image_id"), str) and isinstance(i.get("models"), list)
                  for i in items.values())):
     raise ValueError("it is not a key of `sheets` (version 1: raters, models, items with image_id and models) — "
                      "give the key.json that `sheets` wrote")
+  if isinstance(key["raters"], bool) or not 1 <= key["raters"] <= MAX_RATERS:
+    raise ValueError(f"its raters is not a number of raters 1..{MAX_RATERS} — give the key.json that `sheets` "
+                     "wrote, as it wrote it")
+  if not key["models"] or not all(is_utf8(m) and m for m in key["models"]):
+    raise ValueError("its models are not a non-empty list of names — give the key.json that `sheets` wrote, as it "
+                     "wrote it")
   return key
 
 
@@ -315,7 +333,8 @@ def picture_uri(image: np.ndarray, side: int = 256) -> str:
 # Its own flag set: capjax.evaluate imports this module for its rating sheets, and capjax.main must not grow these.
 _FLAGS = flags.FlagValues()
 _RATERS = flags.DEFINE_integer("raters", 3, "Raters per image: sheets writes one sheet each; aggregate without "
-                               "--key needs one GOOD/BAD from each for every image.", lower_bound=1, flag_values=_FLAGS)
+                               "--key needs one GOOD/BAD from each for every image.", lower_bound=1,
+                               upper_bound=MAX_RATERS, flag_values=_FLAGS)
 _PREDICTIONS = flags.DEFINE_string("predictions", "", "sheets: NAME=PREDICTIONS.json,... (--mode=eval's "
                                    "predictions.json of each model).", flag_values=_FLAGS)
 _IMAGES = flags.DEFINE_string("images", "", "sheets: DATASET[/CONFIG]:SPLIT whose pictures the predictions' "
@@ -327,18 +346,19 @@ _FEATURES = flags.DEFINE_string("features", "", "sheets: the feature variant the
                                 flag_values=_FLAGS)
 _OUTPUT = flags.DEFINE_string("output", "", "sheets: the folder for rater_K.html and key.json.", flag_values=_FLAGS)
 _NUM = flags.DEFINE_integer("num", 0, "sheets: images in the study, the first N all models captioned (0: all).",
-                            lower_bound=0, flag_values=_FLAGS)
+                            lower_bound=0, upper_bound=MAX_IMAGES, flag_values=_FLAGS)
 _SEED = flags.DEFINE_integer("seed", 0, "sheets: the shuffle's seed.", flag_values=_FLAGS)
 _KEY = flags.DEFINE_string("key", "", "aggregate: the key.json of a blind study's sheets.", flag_values=_FLAGS)
 _JSON = flags.DEFINE_boolean("json", False, "aggregate --key: print JSON rows instead of the table.",
                              flag_values=_FLAGS)
 
 
-def _read_predictions(spec: str) -> dict[str, dict[str, str]]:
-  """{model: {image id: caption}} from --predictions=NAME=FILE,..."""
+def _read_predictions(spec: str) -> tuple[dict[str, dict[str, str]], list[str]]:
+  """{model: {image id: caption}} from --predictions=NAME=FILE,..., and the files' paths."""
   if not spec.strip():
     cli.fail("sheets needs --predictions — give NAME=FILE,... (each model's predictions.json from --mode=eval)")
   models: dict[str, dict[str, str]] = {}
+  paths = []
   for part in spec.split(","):
     name, eq, path = part.partition("=")
     name = name.strip()
@@ -352,14 +372,23 @@ def _read_predictions(spec: str) -> dict[str, dict[str, str]]:
       rows = json.loads(text)
       if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise ValueError("it is not a non-empty list of objects")
-      captions = {str(r["image_id"]): str(r["caption"]) for r in rows}
+      captions = {}
+      for n, row in enumerate(rows, start=1):
+        image_id, caption = row.get("image_id"), row.get("caption")
+        # Quoted as JSON (ASCII): a lone surrogate in the message would fail the error line itself.
+        if not (is_utf8(image_id) and image_id or isinstance(image_id, int) and not isinstance(image_id, bool)):
+          raise ValueError(f"entry {n}: its image_id {json.dumps(image_id)[:40]} is not a number or text")
+        if not is_utf8(caption):  # a null caption would be shown to raters as "None"
+          raise ValueError(f"entry {n}: its caption {json.dumps(caption)[:40]} is not UTF-8 text")
+        captions[str(image_id)] = caption
       if len(captions) != len(rows):
         raise ValueError("an image id appears twice")
-    except (json.JSONDecodeError, KeyError, ValueError, RecursionError) as error:
+    except (json.JSONDecodeError, ValueError, RecursionError) as error:
       cli.fail(f"--predictions: {path} is not a COCO results list of {{image_id, caption}} ({error}) — give the "
                "predictions.json that --mode=eval writes")
     models[name] = captions
-  return models
+    paths.append(path.strip())
+  return models, paths
 
 
 def _pictures(spec: str, data_dir: str, features: str, image_ids: Sequence[str]) -> dict[str, str]:
@@ -384,10 +413,11 @@ def _pictures(spec: str, data_dir: str, features: str, image_ids: Sequence[str])
   pixels, indexed = splits[0], splits[-1]
   pictures = {}
   for image_id in image_ids:
-    if not image_id.isdigit() or int(image_id) >= len(indexed):
-      cli.fail(f"--images: image id {image_id} is not an index of {spec} ({len(indexed)} examples) — give the split "
-               "(and --features) the predictions were made on")
-    picture = show.image_of(pixels[int(indexed[int(image_id)]["source_index"]) if features else int(image_id)])
+    index = split_index(image_id)
+    if index is None or index >= len(indexed):
+      cli.fail(f"--images: image id {image_id[:40]} is not an index of {spec} ({len(indexed)} examples) — give the "
+               "split (and --features) the predictions were made on")
+    picture = show.image_of(pixels[int(indexed[index]["source_index"]) if features else index])
     if picture is None:
       cli.fail(f"--images: {dataset} has no pictures (no `image` field) — give the dataset the features were "
                "extracted from, and their variant as --features")
@@ -396,7 +426,7 @@ def _pictures(spec: str, data_dir: str, features: str, image_ids: Sequence[str])
 
 
 def _sheets() -> None:
-  predictions = _read_predictions(_PREDICTIONS.value)
+  predictions, inputs = _read_predictions(_PREDICTIONS.value)
   if not _IMAGES.value:
     cli.fail("sheets needs --images — give DATASET[/CONFIG]:SPLIT, the split the predictions are of")
   if not _OUTPUT.value:
@@ -412,12 +442,20 @@ def _sheets() -> None:
       *(set(p) for p in predictions.values())))
   if dropped:
     print(f"note: {dropped} image(s) that only some models captioned are left out", file=sys.stderr)
-  out = cli.writable_dir(_OUTPUT.value, "--output")  # before the pictures are read: a bad folder fails at once
+  # Every output checked before the pictures are read and before any is written: a bad one fails at once, with no
+  # sheet out, and none may be an input (a predictions file in --output under a sheet's name, by any link).
+  sheets = [os.path.join(_OUTPUT.value, f"rater_{rater}.html") for rater in range(1, _RATERS.value + 1)]
+  for path in [*sheets, key_path]:
+    if os.path.isdir(path):  # output_file's remedy, a file name inside it, is not one: the command names its files
+      cli.fail(f"--output={_OUTPUT.value}: {os.path.basename(path)} in it is a folder — move it away, or choose "
+               "another --output")
+    files.output_file(path, "--output", {"--predictions": inputs}, os.path.basename(path), make_folder=True)
+  out = cli.writable_dir(_OUTPUT.value, "--output")
   images = sorted({i.image_id for i in items}, key=_natural)
   pictures = _pictures(_IMAGES.value, _DATA_DIR.value, _FEATURES.value, images)
   os.makedirs(out, exist_ok=True)
-  for rater in range(1, _RATERS.value + 1):
-    with files.writing(os.path.join(out, f"rater_{rater}.html"), "w") as f:
+  for rater, path in enumerate(sheets, start=1):
+    with files.writing(path, "w") as f:
       f.write(rater_sheet(rater_order(items, rater, _SEED.value), pictures, rater))
   with files.writing(key_path, "w") as f:
     json.dump(study_key(items, _RATERS.value, _SEED.value, _IMAGES.value, list(predictions)), f, indent=1)

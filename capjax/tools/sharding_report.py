@@ -46,7 +46,7 @@ def parse_mesh(text: str) -> dict[str, int]:
     if not sep or axis not in sizes:
       raise ValueError(f"--mesh={text}: {part.strip()!r} is not axis=size — name the axes "
                        f"{', '.join(MESH_AXES)}, e.g. --mesh=data=4,model=2")
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdecimal()) or int(value) < 1:  # str.isdigit takes "²", which int() refuses
       raise ValueError(f"--mesh={text}: {axis}={value} is not a positive size — the report has no devices to fill "
                        "a -1 from: give every size, e.g. --mesh=data=4,model=2")
     sizes[axis] = int(value)

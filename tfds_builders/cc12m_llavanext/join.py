@@ -19,6 +19,7 @@ from typing import Any
 
 from etils import epath
 
+from capjax.strings import is_utf8
 from capjax.text import recaption
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
@@ -108,7 +109,7 @@ def _size(value: Any) -> int:
 
 def parse_row(line: bytes) -> Row | str:
   """The row of one line, or the count it falls under: invalid_json (not JSON, not an object), missing_field (key,
-  url or a caption missing or not text; key and url empty) or caption_too_long."""
+  url or a caption missing or not text UTF-8 can encode; key and url empty) or caption_too_long."""
   try:
     value = json.loads(line)
   except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: hostile nesting
@@ -116,7 +117,7 @@ def parse_row(line: bytes) -> Row | str:
   if not isinstance(value, dict):
     return "invalid_json"
   texts = [value.get(name) for name in ("key", "url", "caption_llava", "caption_llava_short", "caption")]
-  if not all(isinstance(t, str) for t in texts) or not texts[0].strip() or not texts[1].strip():
+  if not all(is_utf8(t) for t in texts) or not texts[0].strip() or not texts[1].strip():  # no lone surrogate
     return "missing_field"
   if any(len(t) > MAX_CAPTION_CHARS for t in texts[2:]):
     return "caption_too_long"

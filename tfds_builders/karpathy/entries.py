@@ -16,6 +16,7 @@ from typing import Any
 
 from tensorflow_datasets.core.utils import tqdm_utils
 
+from capjax.strings import is_utf8
 from tfds_builders import image_folder
 from tfds_builders import report as report_lib
 from tfds_builders.builder_base import ManualDataError
@@ -48,11 +49,14 @@ class Plan:
 
 
 def _is_int(value: Any) -> bool:
-  return isinstance(value, int) and not isinstance(value, bool)
+  """An id the example can hold: an integer (not a bool) within int64, the feature's type. Checked here, where a
+  bad one is counted, not when TFDS encodes it (2^63 stopped the build after the report had counted the entry)."""
+  return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
 
 
 def _is_text(value: Any) -> bool:
-  return isinstance(value, str) and bool(value.strip())
+  """Non-blank text that UTF-8 can encode (a lone surrogate, JSON's "\\ud800", cannot be written)."""
+  return is_utf8(value) and bool(value.strip())
 
 
 def not_the_format(path: str, expected: str, what_to_do: str) -> ManualDataError:
@@ -65,7 +69,8 @@ def parse_karpathy(data: Any, path: str, splits: Sequence[str], folders: Sequenc
   entries included. Each entry needs filename, imgid (cocoid and a filepath in `folders` for COCO), a split in
   `splits` and one or more sentences, each with its raw text and a list of tokens (kept as they are, even empty:
   every reference caption is kept, and one bad sentence would drop a test image); an entry without them is a
-  malformed_entry, a second entry of the same image id a duplicate_entry."""
+  malformed_entry (as is an id outside int64, or text with a lone surrogate: no example could hold it), a second
+  entry of the same image id a duplicate_entry. A sentid that is no such id is -1, as a missing one."""
   images = data.get("images") if isinstance(data, dict) else None
   if not isinstance(images, list) or (images and not any(isinstance(e, dict) and "sentences" in e for e in images)):
     hint = (" (it is a COCO-format file: build it with karpathy/coco_format)"
@@ -85,9 +90,9 @@ def parse_karpathy(data: Any, path: str, splits: Sequence[str], folders: Sequenc
     sentences = entry.get("sentences")
     well_formed = (_is_text(entry.get("filename")) and _is_int(image_id) and _is_int(entry.get("imgid"))
                    and folder in folders and entry.get("split") in splits and isinstance(sentences, list)
-                   and sentences and all(isinstance(s, dict) and isinstance(s.get("raw"), str)
+                   and sentences and all(isinstance(s, dict) and is_utf8(s.get("raw"))
                                          and isinstance(s.get("tokens"), list)
-                                         and all(isinstance(t, str) for t in s["tokens"]) for s in sentences))
+                                         and all(is_utf8(t) for t in s["tokens"]) for s in sentences))
     if not well_formed:
       counts["malformed_entry"] += 1
       continue
@@ -106,10 +111,11 @@ def parse_karpathy(data: Any, path: str, splits: Sequence[str], folders: Sequenc
 def parse_coco_format(data: Any, path: str, split: str, folder: str, with_domain: bool, counts: dict[str, int],
                       what_to_do: str) -> tuple[list[Entry], set[tuple[str, str]]]:
   """The images of a COCO-format caption file that have one or more captions, in the order of its "images", each
-  with its annotations' captions in file order. An image needs an integer id and a file_name (nocaps: a domain as
-  well), an annotation an integer image_id and id and a caption: otherwise each is a malformed_entry. Captions of
-  an id no image entry has and images with no caption are counted (annotation_without_image,
-  image_without_caption). Also returns every (folder, file name) the file names, as parse_karpathy does."""
+  with its annotations' captions in file order. An image needs an int64 id and a file_name (nocaps: a domain as
+  well), an annotation an int64 image_id and id and a caption, text UTF-8 can encode: otherwise each is a
+  malformed_entry. Captions of an id no image entry has and images with no caption are counted
+  (annotation_without_image, image_without_caption). Also returns every (folder, file name) the file names, as
+  parse_karpathy does."""
   images = data.get("images") if isinstance(data, dict) else None
   annotations = data.get("annotations") if isinstance(data, dict) else None
   if not isinstance(images, list) or not isinstance(annotations, list):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
+from capjax.strings import is_utf8
 from tfds_builders import builder_base
 from tfds_builders import image_folder
 from tfds_builders import report as report_lib
@@ -29,7 +30,8 @@ RELEASED_SPLITS = ("train", "val", "test")
 NUM_VALIDATION, SPLIT_SEED = 100, 0
 REPORT_KEYS = ("images", "examples", "missing_image", "corrupt_image", "unsafe_name")
 FILE_KEYS = ("entries", "malformed_entry", "malformed_sentence", "duplicate_entry")
-_COCO_ID = re.compile(r"_(\d+)\.jpg$")
+# COCO's id in ASCII digits (\d takes any script's), at most 18 of them: the image_id feature is an int64.
+_COCO_ID = re.compile(r"_([0-9]{1,18})\.jpg$")
 _README = "tfds_builders/senticap/README.md"
 _INSTRUCTIONS_POINTER = f"see {_README} (or `tfds.builder('senticap').MANUAL_DOWNLOAD_INSTRUCTIONS`)"
 
@@ -48,10 +50,10 @@ def _sentence(value: Any, sentiment: int) -> dict[str, str] | None:
   if not isinstance(value, dict) or value.get("sentiment") not in (0, 1) or isinstance(value.get("sentiment"), bool):
     raise ValueError("no sentiment 0 or 1")
   raw, tokens, marks = value.get("raw"), value.get("tokens"), value.get("word_sentiment")
-  if not isinstance(raw, str) or not raw.strip():
+  if not is_utf8(raw) or not raw.strip():  # a lone surrogate (JSON's "\ud800") could not be written
     raise ValueError("no raw caption")
   if (not isinstance(tokens, list) or not isinstance(marks, list) or len(tokens) != len(marks)
-      or not all(isinstance(t, str) for t in tokens) or not all(m in (0, 1) for m in marks)):
+      or not all(is_utf8(t) for t in tokens) or not all(m in (0, 1) for m in marks)):
     raise ValueError("tokens and word_sentiment do not pair up")
   if value["sentiment"] != sentiment:
     return None
@@ -70,7 +72,7 @@ def parse_entries(data: Any, sentiment: int, counts: dict[str, int]) -> list[dic
   for entry in data["images"]:
     counts["entries"] += 1
     filename = entry.get("filename") if isinstance(entry, dict) else None
-    match = _COCO_ID.search(filename) if isinstance(filename, str) else None
+    match = _COCO_ID.search(filename) if is_utf8(filename) else None
     if (match is None or entry.get("split") not in RELEASED_SPLITS or not isinstance(entry.get("sentences"), list)):
       counts["malformed_entry"] += 1
       continue
