@@ -22,6 +22,7 @@ import orbax.checkpoint as ocp
 from absl import logging
 
 from capjax import cli, distributed
+from capjax.strings import decimal
 from capjax.config_util import ConfigError
 
 BEST_METRIC = "cider_d"
@@ -148,8 +149,8 @@ class _NoSpaceNoise(pylogging.Filter):
 def committed_step(workdir: str) -> int | None:
   """The newest checkpoint on disk (orbax's own list also holds a save still being written)."""
   folder = os.path.join(os.path.abspath(workdir), "checkpoints")
-  steps = [int(name) for name in os.listdir(folder) if name.isdigit()] if os.path.isdir(folder) else []
-  return max(steps, default=None)
+  steps = [decimal(name) for name in os.listdir(folder)] if os.path.isdir(folder) else []
+  return max((step for step in steps if step is not None), default=None)
 
 
 @contextlib.contextmanager

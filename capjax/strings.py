@@ -1,5 +1,5 @@
 """Text values as `str`: TFDS records, h5 attributes and numpy arrays hand back `bytes` or `np.bytes_`; and whether
-a value read from JSON is text that can be written back out (`is_utf8`)."""
+a value read from JSON is text that can be written back out (`is_utf8`); the number a name writes (`decimal`)."""
 
 from __future__ import annotations
 
@@ -18,3 +18,10 @@ def is_utf8(value: Any) -> bool:
     return isinstance(value, str) and value.encode("utf-8") is not None
   except UnicodeEncodeError:
     return False
+
+
+def decimal(text: str) -> int | None:
+  """The number that `text` writes in ASCII decimal digits, at most 18 of them (int64), or None. `str.isdigit` takes
+  "²" and "٣", which `int()` refuses or reads as another number: a folder or an id named so is not a step, a
+  version or an index."""
+  return int(text) if text.isascii() and text.isdecimal() and len(text) <= 18 else None

@@ -315,3 +315,11 @@ def test_a_loss_that_is_not_finite_stops_the_run_before_its_state_is_saved(data_
       "--workdir with a lower --config.optimizer.learning_rate or with --config.optimizer.grad_clip_norm set "
       "(--config.debug_nans=True names the operation)")
   assert _kept_steps(tmp_path) == [] and not (tmp_path / "run.lock").exists()
+
+
+def test_the_committed_step_is_the_largest_folder_named_in_ascii_digits(tmp_path):
+  """A folder named "²" (which str.isdigit takes and int() refuses) or "٣" beside the checkpoints is no step."""
+  for name in ("5", "12", "²", "٣", "99.orbax-checkpoint-tmp", "1" * 30):
+    (tmp_path / "checkpoints" / name).mkdir(parents=True)
+  assert checkpoints.committed_step(str(tmp_path)) == 12
+  assert checkpoints.committed_step(str(tmp_path / "elsewhere")) is None

@@ -157,3 +157,11 @@ def test_a_damaged_dataset_whose_manual_files_are_gone_is_refused_and_left_as_it
   assert "--manual_dir" in line
   assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
   assert sorted(p.name for p in folder.parent.iterdir()) == ["1.0.0"]
+
+
+def test_a_folder_named_with_other_digits_is_not_a_version(tmp_path):
+  """str.isdigit takes "²" and "٣": such a folder is neither a version nor a crash in the version sort."""
+  for version in ("1.0.0", "1.0.²", "1.٣.0", "2.0"):
+    (tmp_path / "name" / "cfg" / version).mkdir(parents=True)
+    (tmp_path / "name" / "cfg" / version / "dataset_info.json").write_text("{}")
+  assert integrity.version_folders(str(tmp_path), "name", "cfg") == [str(tmp_path / "name" / "cfg" / "1.0.0")]

@@ -14,6 +14,8 @@ import contextlib
 import json
 import os
 
+from capjax.strings import decimal
+
 INFO, FEATURES = "dataset_info.json", "features.json"
 DEFAULT_DATA_DIR = "~/tensorflow_datasets"  # TFDS's (tfds.core.constants.DATA_DIR), known without loading TensorFlow
 
@@ -138,7 +140,7 @@ def registered_folder(name: str, builder_config: str, data_dir: str) -> str | No
 def _is_version(name: str) -> bool:
   """`1.0.0`: the name of a version folder (TFDS's work-in-progress folders are named `incomplete.*`)."""
   parts = name.split(".")
-  return len(parts) == 3 and all(p.isdigit() for p in parts)
+  return len(parts) == 3 and all(decimal(p) is not None for p in parts)
 
 
 def data_dir(given: str = "") -> str:

@@ -23,7 +23,7 @@ from capjax.config_util import ConfigError
 from capjax.data import integrity, stylized
 from capjax.data.registry import KNOWN_BUILDERS
 from capjax.features import variant_name
-from capjax.strings import as_str
+from capjax.strings import as_str, decimal
 from capjax.tokens import FACTUAL, style_tag
 
 class DatasetNotBuiltError(RuntimeError):
@@ -305,7 +305,7 @@ def augmented_source(config: ml_collections.ConfigDict):
   root = os.path.join(data_dir, config.augmented)
   versions = sorted((d for d in (os.listdir(root) if os.path.isdir(root) else [])
                      if os.path.exists(os.path.join(root, d, "dataset_info.json"))),
-                    key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+                    key=lambda v: tuple(decimal(x) or 0 for x in v.split(".")))
   if not versions:
     raise DatasetNotBuiltError(
         f"dataset.augmented={config.augmented!r} is not in {data_dir} — write it with `python -m capjax.erg.augment "

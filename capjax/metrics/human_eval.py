@@ -45,7 +45,7 @@ from absl import flags
 from PIL import Image
 
 from capjax import cli, files
-from capjax.strings import is_utf8
+from capjax.strings import decimal, is_utf8
 
 RATINGS = ("GOOD", "BAD")
 KEY_VERSION = 1
@@ -151,7 +151,7 @@ def blind_items(predictions: Mapping[str, Mapping[str, str]], num: int = 0, seed
 def split_index(image_id: str) -> int | None:
   """The split index that `image_id` is (predictions.json's ids are), or None: ASCII decimal digits only (str.isdigit
   takes "²", which int() refuses) and at most 18 of them (int64, and no int() of a 5,000-digit string)."""
-  return int(image_id) if image_id.isascii() and image_id.isdecimal() and len(image_id) <= 18 else None
+  return decimal(image_id)
 
 
 def _natural(image_id: str) -> tuple[int, int | str]:
