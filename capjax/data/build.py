@@ -9,26 +9,22 @@ needs apache-beam even for builders that do not use it: tensorflow/datasets#5463
 A dataset already built is reused only when it is whole (capjax.data.integrity: its metadata parses, each shard
 holds the records dataset_info.json lists); a damaged one is built again, kept aside until the new one is whole, or,
 when its manual files are not there to build it from, left as it is with an error. Ctrl-C stops a build with one
-line and exit status 130, leaving nothing half-built.
+line and exit status 130 (`capjax.interrupt`), leaving nothing half-built.
 """
 
 from __future__ import annotations
 
-import _thread
-import contextlib
 import gc
 import importlib
 import multiprocessing
 import os
 import shutil
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, interrupt
 from capjax.data import integrity
 
 FLAGS = flags.FlagValues()
@@ -49,52 +45,6 @@ def leftovers(builder) -> list[str]:
   hundreds of GB."""
   from tensorflow_datasets.core import constants  # noqa: PLC0415 (TensorFlow: main loads it after its checks)
   return sorted(os.fspath(p) for p in builder.data_path.parent.glob(constants.INCOMPLETE_PREFIX + "*"))
-
-
-def _raised_later(seconds: float = 0.005) -> None:
-  """SIGINT again in `seconds`, from a thread. Not `_thread.interrupt_main` here: Python runs the handler it trips at
-  the next bytecode of the main thread, which is still the code that cannot raise (the handler itself, the hook)."""
-  timer = threading.Timer(seconds, _thread.interrupt_main, (signal.SIGINT,))
-  timer.daemon = True
-  timer.start()
-
-
-@contextlib.contextmanager
-def _ctrl_c_lands_in_the_build() -> Iterator[None]:
-  """Ctrl-C raises KeyboardInterrupt in the build itself, never in code Python cannot raise from (JAX's
-  garbage-collection hook, a finalizer), where it would be printed as an ignored exception and lost: there it is
-  put off until that code has returned. A KeyboardInterrupt that a finalizer swallowed all the same reaches the
-  unraisable hook, which raises it again the same way."""
-  hook = sys.unraisablehook
-  unraisable_codes = {cb.__code__ for cb in gc.callbacks if hasattr(cb, "__code__")}
-
-  def cannot_raise(frame) -> bool:
-    while frame is not None:
-      if frame.f_code in unraisable_codes:
-        return True
-      frame = frame.f_back
-    return False
-
-  def on_sigint(signum, frame) -> None:
-    del signum
-    if cannot_raise(frame):
-      _raised_later()
-      return
-    raise KeyboardInterrupt
-
-  def on_unraisable(unraisable) -> None:
-    if isinstance(unraisable.exc_value, KeyboardInterrupt):
-      _raised_later()
-    else:
-      hook(unraisable)
-  unraisable_codes.add(on_unraisable.__code__)
-  previous = signal.signal(signal.SIGINT, on_sigint)
-  sys.unraisablehook = on_unraisable
-  try:
-    yield
-  finally:
-    sys.unraisablehook = hook
-    signal.signal(signal.SIGINT, previous)
 
 
 def builder_name(dataset: str, config: str) -> str:
@@ -162,11 +112,9 @@ def main(argv: Sequence[str]) -> None:
   chosen = kwargs["config"].name if "config" in kwargs else config_name
   folder = (os.path.join(data_dir, dataset, chosen, str(tfds.builder_cls(dataset).VERSION)) if "config" in kwargs
             else integrity.registered_folder(dataset, chosen, data_dir))  # --set configs are not in BUILDER_CONFIGS
-  stack = contextlib.ExitStack()
   damaged = set_aside_if_damaged(folder, builder_name(dataset, chosen), data_dir,
                                  _MANUAL_DIR.value, sources.KNOWN_BUILDERS[dataset][1]) if folder else None
-  try:
-    stack.enter_context(_ctrl_c_lands_in_the_build())
+  try:  # Ctrl-C raises here, not in a garbage-collection hook (`cli.run`'s `interrupt.ctrl_c_raises`)
     builder = tfds.builder(integrity.join_dataset(dataset, config_name), data_dir=data_dir, **kwargs)
     if left := [path for path in leftovers(builder) if path != damaged]:
       print(f"note: {len(left)} folder(s) left by interrupted builds of this dataset: {', '.join(left)} — remove "
@@ -183,8 +131,6 @@ def main(argv: Sequence[str]) -> None:
     raise
   else:
     interrupted = False
-  finally:
-    stack.close()
   if interrupted:  # outside the `except`, whose traceback held the builder's example generators
     children = multiprocessing.active_children()  # a builder's workers: one blocked on a full pipe would never end
     for child in children:
@@ -193,9 +139,8 @@ def main(argv: Sequence[str]) -> None:
       child.join()
     gc.collect()  # the generators close here, in this thread: their worker pools cannot be shut down from another
     restore(damaged, folder)
-    print(f"interrupted: {builder_name(dataset, chosen)} is not built (nothing half-built was kept) — rerun the same "
-          "command to build it", file=sys.stderr)
-    raise SystemExit(130)
+    interrupt.stop(f"{builder_name(dataset, chosen)} is not built (nothing half-built was kept) — rerun the same "
+                   "command to build it")
   if damaged:
     shutil.rmtree(damaged)
   config = builder.builder_config.name if builder.builder_config else ""  # flickrstyle10k has none
