@@ -30,7 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # every command imports this
 
 from absl import app, flags, logging
 
-from capjax import config_util
+from capjax import config_util, interrupt
 
 HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull")
 VERBOSE_HELP = "On an error, print the traceback too (for bug reports; expected errors are one line without it)."
@@ -197,7 +197,8 @@ def run(main: Callable[[list[str]], int | None]) -> NoReturn:
   `main` turns the library's exceptions for bad input (a `ConfigError`, a `DatasetNotBuiltError`, whose messages
   say what to do) into `fail`; an exception a full disk caused is turned into one here (`no_space`); with
   --verbose, a failure also prints its traceback, with the exception that caused it. Any other exception is a bug,
-  and keeps Python's traceback."""
+  and keeps Python's traceback. Ctrl-C, from here on (`main`'s own imports of JAX and TensorFlow included), is one
+  `interrupted:` line and exit status 130 (`capjax.interrupt`)."""
 
   def guarded(argv: list[str]) -> int | None:
     global _verbose
@@ -219,8 +220,12 @@ def run(main: Callable[[list[str]], int | None]) -> NoReturn:
         traceback.print_exception(error)
       fail(message)
 
-  logging.get_absl_handler().addFilter(QuietLibraries())  # every command: the libraries' INFO lines off
-  app.run(guarded, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), list(argv))[1])
+  with interrupt.ctrl_c_raises():
+    try:
+      logging.get_absl_handler().addFilter(QuietLibraries())  # every command: the libraries' INFO lines off
+      app.run(guarded, flags_parser=lambda argv: (flags.FLAGS(argv[:1]), list(argv))[1])
+    except KeyboardInterrupt:
+      interrupt.stop("the command stopped before it finished — run it again to finish")
 
 
 class QuietLibraries(pylogging.Filter):

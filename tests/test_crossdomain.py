@@ -146,3 +146,96 @@ def test_the_matrix_scores_every_workdir_on_every_test_set_as_capjax_metrics_doe
   constant = matrix["rows"][2]
   predictions = json.loads(pathlib.Path(constant["cells"][FLICKR]["predictions"]).read_text())
   assert {p["caption"] for p in predictions} == {constant["caption"]}
+
+
+def _crossdomain(*flags: str) -> int:
+  from capjax.crossdomain import __main__ as crossdomain
+  try:
+    return crossdomain.main(["crossdomain", *flags])
+  except SystemExit as exit_:
+    return exit_.code
+
+
+@pytest.fixture(scope="module")
+def sliced(trained, tmp_path_factory):
+  """(the matrix of the synthetic model on two slices of Flickr30k's test split, with a --data_dir that holds
+  Flickr30k only, that data dir): the model's own training set lives in its own data dir."""
+  data_dir, workdirs = trained
+  root = tmp_path_factory.mktemp("sliced")
+  flickr_only = root / "tfds"
+  shutil.copytree(data_dir / "karpathy", flickr_only / "karpathy")
+  assert _crossdomain(f"--workdirs={workdirs[0]}", "--test=karpathy/flickr30k:test[:1],karpathy/flickr30k:test[1:]",
+                      f"--data_dir={flickr_only}", f"--output={root / 'matrix'}") == 0
+  return json.loads((root / "matrix" / "matrix.json").read_text()), flickr_only
+
+
+def test_two_slices_of_one_split_are_two_reference_files_each_of_its_own_images(sliced):
+  import ml_collections
+  from capjax.data import sources
+  from capjax.strings import as_str
+  matrix, flickr_only = sliced
+  dataset = ml_collections.ConfigDict({"name": "karpathy", "builder_config": "flickr30k", "data_dir": str(flickr_only),
+                                       "auto_build": False, "features": ""})
+  split = sources.data_source(dataset, "test")
+  expected = [[as_str(c) for c in split[i]["captions"]] for i in range(len(split))]
+  references = [json.loads(pathlib.Path(t["references"]).read_text()) for t in matrix["test_sets"]]
+  assert [[a["caption"] for a in r["annotations"]] for r in references] == expected
+  for row in matrix["rows"]:
+    assert len({c["predictions"] for c in row["cells"].values()}) == 2
+
+
+def test_the_constant_caption_is_read_from_the_models_own_data_dir_not_the_test_sets(trained, sliced):
+  from capjax import evaluate as evaluate_lib
+  from capjax.crossdomain import matrix as matrix_lib
+  matrix, flickr_only = sliced
+  synthetic = config_util.load("configs/t2t.py:shapes,debug").dataset
+  synthetic.update(builder_config="tiny", data_dir=json.loads(
+      (trained[1][0] / matrix_lib.CONFIG_FILENAME).read_text())["dataset"]["data_dir"], auto_build=False)
+  from capjax.data import sources
+  from capjax.strings import as_str
+  source = sources.data_source(synthetic, "train")
+  caption = evaluate_lib.constant_caption([[as_str(c) for i in range(len(source)) for c in source[i]["captions"]]])
+  assert [(r["kind"], r.get("caption")) for r in matrix["rows"]] == [("model", None), ("constant_caption", caption)]
+  assert sorted(p.name for p in flickr_only.iterdir()) == ["karpathy"]  # nothing built into the test sets' folder
+
+
+def test_a_damaged_checkpoint_is_an_error_whose_remedy_names_the_commands_own_flags(trained, tmp_path, capsys):
+  data_dir, workdirs = trained
+  workdir = tmp_path / "damaged"
+  shutil.copytree(workdirs[0], workdir)
+  for manifest in workdir.glob("checkpoints/*/state/**/manifest.ocdbt"):
+    manifest.write_bytes(b"not ocdbt")
+  capsys.readouterr()
+  assert _crossdomain(f"--workdirs={workdir}", f"--test={SYNTHETIC}", f"--data_dir={data_dir}",
+                      f"--output={tmp_path / 'matrix'}") == 2
+  line = capsys.readouterr().err.splitlines()[-1]
+  assert line.startswith(f"error: --workdirs: {workdir}: checkpoint ") and " cannot be restored (" in line, line
+  assert line.endswith(f" — resume its training (`python -m capjax.main --config=... --workdir={workdir}`), which sets "
+                       "damaged checkpoints aside, or leave it out of --workdirs"), line
+  assert not (tmp_path / "matrix").exists()
+
+
+def test_ctrl_c_while_the_matrix_decodes_is_one_line_and_exit_130(trained, tmp_path):
+  import os
+  import signal
+  import subprocess
+  import sys
+  data_dir, workdirs = trained
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
+  proc = subprocess.Popen([sys.executable, "-m", "capjax.crossdomain", f"--workdirs={workdirs[0]}",
+                           f"--test={SYNTHETIC},{FLICKR}", f"--data_dir={data_dir}", f"--output={tmp_path / 'm'}"],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  try:
+    for line in proc.stdout:  # the first cell scored: the second is decoding
+      if f"on {SYNTHETIC}: CIDEr" in line:
+        proc.send_signal(signal.SIGINT)
+        break
+    _, err = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+    proc.wait()
+  assert proc.returncode == 130, err[-3000:]
+  assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+  assert err.splitlines()[-1] == "interrupted: the command stopped before it finished — run it again to finish"
+  assert not (tmp_path / "m" / "matrix.json").exists()

@@ -15,6 +15,7 @@ import time
 import ml_collections
 import pytest
 
+from capjax import interrupt
 from capjax.data import build, integrity, sources
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -98,10 +99,39 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_dataset_and_no_workers(tmp_pa
   assert sorted(p.name for p in (data_dir / "synthetic_scenes/default").iterdir()) == []
 
 
+def _mapped(pid: int, library: str) -> bool:
+  """Whether process `pid` has loaded a shared library whose path holds `library` (False once it has ended)."""
+  try:
+    return library in pathlib.Path(f"/proc/{pid}/maps").read_text()
+  except OSError:
+    return False
+
+
+def test_ctrl_c_while_the_build_imports_jax_is_one_line_exit_130(tmp_path):
+  # The first second of a build: its `main` importing JAX and TensorFlow, before any dataset is touched. The signal
+  # is sent once jaxlib's library is mapped, so it lands in that import.
+  proc = subprocess.Popen([sys.executable, "-m", "capjax.data.build", "--dataset=synthetic_scenes",
+                           f"--data_dir={tmp_path / 'tfds'}"], cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  try:
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not _mapped(proc.pid, "jaxlib"):
+      time.sleep(0.001)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+  finally:
+    proc.kill()
+    proc.wait()
+  assert (proc.returncode, err.splitlines()) == (
+      130, ["interrupted: the command stopped before it finished — run it again to finish"]), err[-3000:]
+  assert not (tmp_path / "tfds").exists()
+
+
 def _interrupted_after(work) -> bool:
-  """Runs `work` under the build's SIGINT handling, then waits up to 2 s in plain code: whether KeyboardInterrupt
-  reached that code."""
-  with build._ctrl_c_lands_in_the_build():
+  """Runs `work` under the commands' SIGINT handling (`capjax.interrupt`), then waits up to 2 s in plain code:
+  whether KeyboardInterrupt reached that code."""
+  with interrupt.ctrl_c_raises():
     try:
       work()
       deadline = time.time() + 2

@@ -36,6 +36,19 @@ class MatrixInputError(ValueError):
   """A workdir, test set or dataset name the matrix cannot use; the message says what to do."""
 
 
+FLAGS = ("--workdirs", "--test", "--output", "--data_dir", "--num_examples")  # the command's, for its remedies
+
+
+def own_remedy(error: Exception, what: str, remedy: str) -> MatrixInputError:
+  """`error` from the library said as this command's: `what` (the workdir or test set) before its message, and
+  `remedy` in place of its own when that names a flag the command does not take (training's --config.dataset.*,
+  `--mode=eval`'s --step)."""
+  wrong, _, theirs = str(error).partition(" — ")
+  if not theirs or any(flag not in FLAGS for flag in re.findall(r"--[\w.]+", theirs)):
+    theirs = remedy
+  return MatrixInputError(f"{what}: {wrong} — {theirs}")
+
+
 @dataclasses.dataclass(frozen=True)
 class TestSet:
   """One column group: `dataset` ("karpathy/coco", "cc3m") and `split`, as `--test` spells them."""
@@ -209,13 +222,12 @@ def with_dataset(config: ml_collections.ConfigDict, dataset: ml_collections.Conf
   return c
 
 
-def training_captions(dataset: ml_collections.ConfigDict, data_dir: str) -> list[str]:
+def training_captions(dataset: ml_collections.ConfigDict) -> list[str]:
   """Every reference caption of the training split, read without decoding an image (the pixel dataset, when it is
-  built here; otherwise the records the model trained on)."""
+  built beside the model's; otherwise the records the model trained on), from the model's own data dir: --data_dir
+  is the test sets'."""
   import tensorflow_datasets as tfds  # noqa: PLC0415
   d = ml_collections.ConfigDict(dataset.to_dict())
-  if data_dir:
-    d.data_dir = data_dir
   if not d.get("style") and not d.get("augmented") and not d.get("factual_split"):
     pixels = ml_collections.ConfigDict(d.to_dict())
     pixels.features, pixels.auto_build = "", embedded(d.name)
@@ -296,6 +308,12 @@ def _slug(text: str) -> str:
   return re.sub(r"[^\w.-]+", "_", text).strip("_") or "x"
 
 
+def file_names(test_sets: Sequence[TestSet]) -> dict[str, str]:
+  """Each test set's COCO file name (without .json), one per spec: numbered in --test's order, since two slices of
+  one split (test[:10], test[10:]) have the same slug."""
+  return {t.spec: f"{k:02d}_{_slug(t.spec)}" for k, t in enumerate(test_sets)}
+
+
 def _write_json(path: str, value: Any) -> str:
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with files.writing(path, flag="--output") as f:
@@ -309,6 +327,7 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
   `output`. Every input is checked before any decoding: a MatrixInputError, ConfigError or DatasetNotBuiltError
   says what is wrong."""
   test_sets = [resolve(t) for t in test_sets]
+  names = file_names(test_sets)
   models = [Model(w, load_workdir_config(w)) for w in workdirs]
   # Every cell's source opened first: a test set that is not built, or not the model's input, fails in a second.
   cell_sources = {}
@@ -317,8 +336,23 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
       dataset = test_dataset(model.config, t, data_dir)
       try:
         cell_sources[i, t.spec] = (dataset, sources.data_source(dataset, t.split))
-      except (sources.DatasetNotBuiltError, ConfigError) as error:
+      except sources.DatasetNotBuiltError as error:
         raise type(error)(f"test set {t.spec} for {model.workdir}: {error}") from None
+      except ConfigError as error:
+        raise own_remedy(error, f"test set {t.spec} for {model.workdir}",
+                         f"give a split or slice of {t.dataset} that holds examples in --test") from None
+  # The constant-caption row of each training set, read from its model's own dataset before any decoding.
+  constants = {}
+  for model in models:
+    if model.training not in constants:
+      try:
+        constants[model.training] = evaluate_lib.constant_caption([training_captions(model.config.dataset)])
+      except sources.DatasetNotBuiltError as error:
+        raise type(error)(f"training set {model.training} of {model.workdir} (its constant-caption row): "
+                          f"{error}") from None
+      except ConfigError as error:
+        raise own_remedy(error, f"training set {model.training} of {model.workdir} (its constant-caption row)",
+                         f"leave {model.workdir} out of --workdirs") from None
   spice = Spice(spice_unavailable())
   references: dict[str, list[list[str]]] = {}
   objects: dict[str, list | None] = {}
@@ -326,7 +360,12 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
   with evaluate_lib.meteor_scorer(True) as meteor:
     for i, model in enumerate(models):
       start = time.time()
-      setup, params, vocab, step = inference.load_trained(model.config, model.workdir)
+      try:
+        setup, params, vocab, step = inference.load_trained(model.config, model.workdir)
+      except (ConfigError, FileNotFoundError) as error:
+        raise own_remedy(error, f"--workdirs: {model.workdir}",
+                         f"resume its training (`python -m capjax.main --config=... --workdir={model.workdir}`), "
+                         "which sets damaged checkpoints aside, or leave it out of --workdirs") from None
       row_id = f"{i:02d}_{_slug(os.path.basename(os.path.normpath(model.workdir)))}"
       p_model, p_training = model.paper_keys()
       cells = {}
@@ -339,11 +378,11 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
           references[t.spec] = [[as_str(c) for c in r["captions"]] for r in records]
           found = [evaluate_lib.record_objects(r) for r in records]
           objects[t.spec] = None if any(o is None for o in found) else found
-          _write_json(os.path.join(output, "references", f"{_slug(t.spec)}.json"), coco_references(references[t.spec]))
+          _write_json(os.path.join(output, "references", f"{names[t.spec]}.json"), coco_references(references[t.spec]))
         if len(predictions) != len(references[t.spec]):
           raise ConfigError(f"{model.workdir} decoded {len(predictions)} images of {t.spec}, another model "
                             f"{len(references[t.spec])} — run the matrix on one process count for all models")
-        path = _write_json(os.path.join(output, "predictions", row_id, f"{_slug(t.spec)}.json"),
+        path = _write_json(os.path.join(output, "predictions", row_id, f"{names[t.spec]}.json"),
                            coco_predictions(predictions))
         metrics = score(predictions, references[t.spec], objects[t.spec], meteor, spice)
         cells[t.spec] = Cell(metrics, path, paper.figures(t.paper_key, p_model, p_training))
@@ -353,14 +392,12 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
                    "seconds": round(time.time() - start, 1),
                    "cells": {k: dataclasses.asdict(c) for k, c in cells.items()}})
     # The constant-caption baseline: per training set, its most frequent training caption said of every image.
-    for training in dict.fromkeys(m.training for m in models):
-      model = next(m for m in models if m.training == training)
-      caption = evaluate_lib.constant_caption([training_captions(model.config.dataset, data_dir)])
+    for training, caption in constants.items():
       row_id = f"constant_{_slug(training)}"
       cells = {}
       for t in test_sets:
         predictions = [caption] * len(references[t.spec])
-        path = _write_json(os.path.join(output, "predictions", row_id, f"{_slug(t.spec)}.json"),
+        path = _write_json(os.path.join(output, "predictions", row_id, f"{names[t.spec]}.json"),
                            coco_predictions(predictions))
         cells[t.spec] = Cell(score(predictions, references[t.spec], objects[t.spec], meteor, spice),
                              path, {})
@@ -368,7 +405,7 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
                    "cells": {k: dataclasses.asdict(c) for k, c in cells.items()}})
   return {
       "test_sets": [{"spec": t.spec, "dataset": t.dataset, "split": t.split, "examples": len(references[t.spec]),
-                     "references": os.path.join(output, "references", f"{_slug(t.spec)}.json"),
+                     "references": os.path.join(output, "references", f"{names[t.spec]}.json"),
                      "paper_table": _paper_table(t)} for t in test_sets],
       "columns": {t.spec: [k for k, _ in COLUMNS if all(k in r["cells"][t.spec]["metrics"] for r in rows)]
                   for t in test_sets},

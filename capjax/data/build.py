@@ -9,13 +9,13 @@ needs apache-beam even for builders that do not use it: tensorflow/datasets#5463
 A dataset already built is reused only when it is whole (capjax.data.integrity: its metadata parses, each shard
 holds the records dataset_info.json lists); a damaged one is built again, kept aside until the new one is whole, or,
 when its manual files are not there to build it from, left as it is with an error. Ctrl-C stops a build with one
-line and exit status 130, leaving nothing half-built. While a build runs, the same build into the same data dir is
-refused with one line and exit status 2 (`DATA_DIR/.NAME_CONFIG.build.lock` holds the builder's pid).
+line and exit status 130 (`capjax.interrupt`), leaving nothing half-built. While a build runs, the same build into
+the same data dir is refused with one line and exit status 2 (`DATA_DIR/.NAME_CONFIG.build.lock` holds the
+builder's pid).
 """
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import fcntl
 import gc
@@ -23,14 +23,12 @@ import importlib
 import multiprocessing
 import os
 import shutil
-import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, interrupt
 from capjax.data import integrity
 
 FLAGS = flags.FlagValues()
@@ -51,52 +49,6 @@ def leftovers(builder) -> list[str]:
   hundreds of GB."""
   from tensorflow_datasets.core import constants  # noqa: PLC0415 (TensorFlow: main loads it after its checks)
   return sorted(os.fspath(p) for p in builder.data_path.parent.glob(constants.INCOMPLETE_PREFIX + "*"))
-
-
-def _raised_later(seconds: float = 0.005) -> None:
-  """SIGINT again in `seconds`, from a thread. Not `_thread.interrupt_main` here: Python runs the handler it trips at
-  the next bytecode of the main thread, which is still the code that cannot raise (the handler itself, the hook)."""
-  timer = threading.Timer(seconds, _thread.interrupt_main, (signal.SIGINT,))
-  timer.daemon = True
-  timer.start()
-
-
-@contextlib.contextmanager
-def _ctrl_c_lands_in_the_build() -> Iterator[None]:
-  """Ctrl-C raises KeyboardInterrupt in the build itself, never in code Python cannot raise from (JAX's
-  garbage-collection hook, a finalizer), where it would be printed as an ignored exception and lost: there it is
-  put off until that code has returned. A KeyboardInterrupt that a finalizer swallowed all the same reaches the
-  unraisable hook, which raises it again the same way."""
-  hook = sys.unraisablehook
-  unraisable_codes = {cb.__code__ for cb in gc.callbacks if hasattr(cb, "__code__")}
-
-  def cannot_raise(frame) -> bool:
-    while frame is not None:
-      if frame.f_code in unraisable_codes:
-        return True
-      frame = frame.f_back
-    return False
-
-  def on_sigint(signum, frame) -> None:
-    del signum
-    if cannot_raise(frame):
-      _raised_later()
-      return
-    raise KeyboardInterrupt
-
-  def on_unraisable(unraisable) -> None:
-    if isinstance(unraisable.exc_value, KeyboardInterrupt):
-      _raised_later()
-    else:
-      hook(unraisable)
-  unraisable_codes.add(on_unraisable.__code__)
-  previous = signal.signal(signal.SIGINT, on_sigint)
-  sys.unraisablehook = on_unraisable
-  try:
-    yield
-  finally:
-    sys.unraisablehook = hook
-    signal.signal(signal.SIGINT, previous)
 
 
 def builder_name(dataset: str, config: str) -> str:
@@ -208,11 +160,9 @@ def _build(dataset: str, config_name: str, chosen: str, kwargs: dict, data_dir: 
   to get the dataset's manual files)."""
   import tensorflow_datasets as tfds  # noqa: PLC0415 (loaded by main already)
 
-  stack = contextlib.ExitStack()
   damaged = set_aside_if_damaged(folder, builder_name(dataset, chosen), data_dir, _MANUAL_DIR.value,
                                  how) if folder else None
-  try:
-    stack.enter_context(_ctrl_c_lands_in_the_build())
+  try:  # Ctrl-C raises here, not in a garbage-collection hook (`cli.run`'s `interrupt.ctrl_c_raises`)
     builder = tfds.builder(integrity.join_dataset(dataset, config_name), data_dir=data_dir, **kwargs)
     if left := [path for path in leftovers(builder) if path != damaged]:
       print(f"note: {len(left)} folder(s) left by interrupted builds of this dataset: {', '.join(left)} — remove "
@@ -229,8 +179,6 @@ def _build(dataset: str, config_name: str, chosen: str, kwargs: dict, data_dir: 
     raise
   else:
     interrupted = False
-  finally:
-    stack.close()
   if interrupted:  # outside the `except`, whose traceback held the builder's example generators
     children = multiprocessing.active_children()  # a builder's workers: one blocked on a full pipe would never end
     for child in children:
@@ -239,9 +187,8 @@ def _build(dataset: str, config_name: str, chosen: str, kwargs: dict, data_dir: 
       child.join()
     gc.collect()  # the generators close here, in this thread: their worker pools cannot be shut down from another
     restore(damaged, folder)
-    print(f"interrupted: {builder_name(dataset, chosen)} is not built (nothing half-built was kept) — rerun the same "
-          "command to build it", file=sys.stderr)
-    raise SystemExit(130)
+    interrupt.stop(f"{builder_name(dataset, chosen)} is not built (nothing half-built was kept) — rerun the same "
+                   "command to build it")
   if damaged:
     shutil.rmtree(damaged)
   config = builder.builder_config.name if builder.builder_config else ""  # flickrstyle10k has none

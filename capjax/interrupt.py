@@ -1,0 +1,68 @@
+"""Ctrl-C in a long-running command: one line on stderr and exit status 130, wherever the signal lands. `capjax.cli.run`
+enters `ctrl_c_raises` before it calls a command's `main`, so every command on it stops the same way; a command with
+work to undo catches the KeyboardInterrupt itself (`capjax.data.build`) and ends with `stop`.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import gc
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import NoReturn
+
+EXIT_STATUS = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
+
+
+def stop(message: str) -> NoReturn:
+  """`interrupted: <message>` on stderr, exit status 130 (`message` says what was left and what to do)."""
+  print(f"interrupted: {message}", file=sys.stderr)
+  raise SystemExit(EXIT_STATUS)
+
+
+def _raised_later(seconds: float = 0.005) -> None:
+  """SIGINT again in `seconds`, from a thread. Not `_thread.interrupt_main` here: Python runs the handler it trips at
+  the next bytecode of the main thread, which is still the code that cannot raise (the handler itself, the hook)."""
+  timer = threading.Timer(seconds, _thread.interrupt_main, (signal.SIGINT,))
+  timer.daemon = True
+  timer.start()
+
+
+@contextlib.contextmanager
+def ctrl_c_raises() -> Iterator[None]:
+  """Ctrl-C raises KeyboardInterrupt in the command's own code, never in code Python cannot raise from (JAX's
+  garbage-collection hook, a finalizer), where it would be printed as an ignored exception and lost, and the command
+  would go on to exit 0: there it is put off until that code has returned. A KeyboardInterrupt that a finalizer
+  swallowed all the same reaches the unraisable hook, which raises it again the same way."""
+  hook = sys.unraisablehook
+
+  def cannot_raise(frame) -> bool:  # the callbacks asked now: JAX adds its own when the command imports it
+    codes = {cb.__code__ for cb in gc.callbacks if hasattr(cb, "__code__")} | {on_unraisable.__code__}
+    while frame is not None:
+      if frame.f_code in codes:
+        return True
+      frame = frame.f_back
+    return False
+
+  def on_sigint(signum, frame) -> None:
+    del signum
+    if cannot_raise(frame):
+      _raised_later()
+      return
+    raise KeyboardInterrupt
+
+  def on_unraisable(unraisable) -> None:
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+      _raised_later()
+    else:
+      hook(unraisable)
+  previous = signal.signal(signal.SIGINT, on_sigint)
+  sys.unraisablehook = on_unraisable
+  try:
+    yield
+  finally:
+    sys.unraisablehook = hook
+    signal.signal(signal.SIGINT, previous)
