@@ -2,7 +2,7 @@
 
 usage: python benchmarks/demo_options.py --budget_s=600 [--variants=adam,adagrad,1x1] [--data_dir=DIR]
 Each variant's speed is measured first (a short timed run); its step count is set so that training takes
-`budget_s`, so every schedule runs to completion. Rows: the README's demo tables (optimizer, 8x8 vs 1x1).
+`budget_s`, so every schedule runs to completion. Rows: docs/benchmarks.md's demo table (optimizer, 8x8 vs 1x1).
 """
 
 from __future__ import annotations

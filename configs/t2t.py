@@ -131,7 +131,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Mesh (capjax.sharding): axis sizes within a slice, one of them -1 for the devices left, and across the slices
   # of a multi-slice TPU (dcn_*). `rules` picks the table that places parameters and activations on the axes:
   # dp (data parallel), fsdp (parameters and optimizer state sharded over `fsdp`), tp (tensor parallel on
-  # `model`: the default, data parallel while model is 1), fsdp_tp. See the README's "Choosing a mesh and rules".
+  # `model`: the default, data parallel while model is 1), fsdp_tp. See docs/training.md, "Choosing a mesh and rules".
   c.mesh = ml_collections.ConfigDict({
       "data": -1, "fsdp": 1, "model": 1, "dcn_data": 1, "dcn_fsdp": 1, "dcn_model": 1, "rules": "tp"})
 
@@ -214,7 +214,7 @@ def _shapes(c: ml_collections.ConfigDict) -> None:
   c.label_smoothing = 0.0
   c.batch_size = 64
   c.num_train_steps = 2000
-  # The demo may tune its optimizer (README table); the paper's Adagrad 0.01 learns far slower here.
+  # The demo may tune its optimizer (docs/benchmarks.md's table); the paper's Adagrad 0.01 learns far slower here.
   c.optimizer.name = "adam"
   c.optimizer.learning_rate = 1e-3
   c.optimizer.warmup_steps = 100
@@ -294,7 +294,7 @@ def _scst(c: ml_collections.ConfigDict, short: bool) -> None:
   """Self-critical sequence training from an MLE run of the same model (`init_from`: its workdir; its best
   checkpoint by validation CIDEr-D, its vocabulary). The optimizer stays the MLE run's kind (its state's shape), at
   a small constant rate: Adam at 5e-5 as Rennie et al.; Adagrad at 1e-3, a guess (unmeasured). On the synthetic
-  scenes, the setting that won the README's equal-compute table on both domains (T2T): 3 samples for each of 16
+  scenes, the setting that won docs/training.md's equal-compute table on both domains (T2T): 3 samples for each of 16
   images a step (48 captions, about an MLE step's 64), Adam 7e-5, 414 steps (the compute of 240 MLE steps)."""
   c.init_from = ""
   c.scst = ml_collections.ConfigDict({

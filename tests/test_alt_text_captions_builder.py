@@ -118,7 +118,7 @@ def build(data_dir: pathlib.Path, items=(), manual: pathlib.Path = DUMMY,
   config = builder_lib.config_from_settings(list(items))
   builder = builder_lib.Builder(config=config, data_dir=data_dir)
   options = {}
-  if beam:  # the DirectRunner's local runner, by name (see README "Beam runs here"): one worker, in memory
+  if beam:  # the DirectRunner's local runner, by name (docs/data-at-scale.md "Beam runs here"): one worker, in memory
     beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
     options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=FnApiRunner"])
   builder.download_and_prepare(file_format="array_record", download_config=tfds.download.DownloadConfig(

@@ -137,7 +137,7 @@ def test_warc_to_training(tmp_path, server):
       {"stage": "hypernym", "in": 6, "out": 6, "reasons": {}},
       {"stage": "concepts", "in": 6, "out": 6, "reasons": {}},
   ]
-  print(proc.stdout[proc.stdout.index("stage "):])  # the funnel table the README quotes
+  print(proc.stdout[proc.stdout.index("stage "):])  # the funnel table docs/datasets.md quotes
 
   workdir = tmp_path / "work"
   proc = run([sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapes,debug",

@@ -4,7 +4,7 @@ rated by a scripted rater whose downloaded CSVs aggregate to a hand-computed Tab
 `python -m capjax.data.show` for the cc3m dummy data, whose images decode and whose captions are shown. Skipped,
 saying how to install Chromium, where there is none; `make test` installs it when it runs as root.
 
-CAPJAX_UPDATE_SCREENSHOTS=1 writes the README's screenshot, docs/data_show_cc3m.png, from the page test."""
+CAPJAX_UPDATE_SCREENSHOTS=1 writes docs/datasets.md's screenshot, docs/data_show_cc3m.png, from the page test."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ class Cc3mLabeledTest(tfds.testing.DatasetBuilderTestCase):
 def _build(manual_dir: pathlib.Path, data_dir: pathlib.Path, config: str = "unlabeled",
            beam: bool = False) -> tfds.core.DatasetBuilder:
   options = {}
-  if beam:  # the DirectRunner's local runner, by name (see README "Beam runs here"): one worker, in memory
+  if beam:  # the DirectRunner's local runner, by name (docs/data-at-scale.md "Beam runs here"): one worker, in memory
     beam_lib = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
     options["beam_options"] = beam_lib.options.pipeline_options.PipelineOptions(["--runner=FnApiRunner"])
   builder = tfds.builder(f"cc3m/{config}", data_dir=data_dir)

@@ -1,6 +1,6 @@
 """ERG's Table 2 on the embedded data: the `stylized` config variants, the stylized and augmented training sources,
 and `python -m capjax.erg.demo` end to end at tiny sizes (its output's form: the table, the deltas, the last JSON
-line; whether augmented beats original is the full run's, README "ERG demo")."""
+line; whether augmented beats original is the full run's, docs/erg.md "ERG demo")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The commands of README.md and tfds_builders/*/README.md, run as written.
+"""The commands of README.md, docs/*.md and tfds_builders/*/README.md, run as written.
 
 Every ```sh block of those files has a tag on the line right before it (an HTML comment, which Markdown does not
 show):
@@ -11,8 +11,9 @@ show):
 An untagged ```sh block fails the test, so a new command in the docs is either run here or says why not. A dummy
 block runs on the shipped data: its placeholders are filled here (PLACEHOLDERS: data dirs and outputs in a
 temporary folder, `DIR` a builder README's `dummy_data/`, `../shared/` the shared data beside the repo), an optional
-`[--flag]` is given, `python -m` is this interpreter. The blocks run in order (builders' READMEs first), in one
-data dir, so a later block reads what an earlier one built, as a reader following the docs would.
+`[--flag]` is given, `python -m` is this interpreter. The blocks run in order (builders' READMEs first, then
+README.md, then the docs/ pages), in one data dir, so a later block reads what an earlier one built, as a reader
+following the docs would.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-DOCS = sorted(REPO.glob("tfds_builders/*/README.md")) + [REPO / "README.md"]
+# The shared data beside the repo; a git worktree one folder deeper (wt/NAME beside shared/) finds it one level up.
+SHARED = next((folder for folder in (REPO.parent / "shared", REPO.parent.parent / "shared") if folder.is_dir()),
+              REPO.parent / "shared")
+DOCS = sorted(REPO.glob("tfds_builders/*/README.md")) + [REPO / "README.md"] + sorted(REPO.glob("docs/*.md"))
 TAG = re.compile(r"<!-- test: (dummy(?: output)?|skip (?P<reason>\S.*?)) -->")
 # A two-row alt-text TSV for `--input=IN.tsv` (capjax.text.pipeline's `id<TAB>alt_text`).
 IN_TSV = "1\tActor Tom Cruise attends the premiere of the film in Los Angeles.\n2\tA dog runs on the beach.\n"
@@ -109,6 +112,7 @@ def test_every_sh_block_is_tagged():
   untagged = [block.name for block in ALL if not block.tag]
   assert not untagged, f"```sh blocks without a `<!-- test: ... -->` line before them: {untagged}"
   assert sum(block.tag.startswith("dummy") for block in ALL) >= 8  # the parser still finds the runnable blocks
+  assert {"README.md", "docs"} <= {block.doc.relative_to(REPO).parts[0] for block in ALL}  # the docs pages' too
 
 
 @pytest.fixture(scope="module")

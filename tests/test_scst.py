@@ -187,7 +187,7 @@ def test_the_config_variants():
   for spec in ("configs/t2t.py:shapes,scst", "configs/t2t.py:scst", "configs/rnn.py:shapes,scst",
                "configs/rnn.py:scst"):
     config = config_util.load(spec)
-    assert config.scst.num_samples == (3 if "shapes" in spec else 5)  # the scenes': the README's gain table
+    assert config.scst.num_samples == (3 if "shapes" in spec else 5)  # the scenes': docs/training.md's gain table
     assert config.scst.baseline == "mean" and config.init_from == ""
     assert config.optimizer.schedule == "constant" and config.optimizer.warmup_steps == 0
   scenes = config_util.load("configs/t2t.py:shapes,scst")

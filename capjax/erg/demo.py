@@ -53,7 +53,7 @@ STAGES = 6
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  """The demo's sizes; the defaults are the full run (README "ERG demo")."""
+  """The demo's sizes; the defaults are the full run (docs/erg.md, "ERG demo")."""
   workdir: str = "workdir/erg_demo"
   data_dir: str = ""                 # "" -> WORKDIR/data
   style: str = "romantic"
@@ -79,7 +79,7 @@ class Options:
   generator: str = ""
   retriever: str = ""
   # Every stage's training seed: the classifier's, the generator's, the retriever's and both captioners' (the data
-  # are the same for every seed). 0 gives the README's rows; --seed=1, 2 show how far a row moves with the seed.
+  # are the same for every seed). 0 gives docs/erg.md's rows; --seed=1, 2 show how far a row moves with the seed.
   seed: int = 0
 
 
@@ -392,7 +392,7 @@ def _flags():
   flags.DEFINE_string("retriever", d.retriever, "a saved retriever (augment --save_retriever) to use instead of "
                       "training one", flag_values=values)
   flags.DEFINE_integer("seed", d.seed, "every stage's training seed: the style classifier's, the generator's, the "
-                       "retriever's and both captioners' (0: the README's rows)", lower_bound=0, flag_values=values)
+                       "retriever's and both captioners' (0: docs/erg.md's rows)", lower_bound=0, flag_values=values)
   return values
 
 

@@ -4,7 +4,7 @@ they keep.
 The paper keeps a generated caption only when (1) the style classifier gives it the target style, (2) its trigram
 perplexity under the style's language model is below 80, and (3) the retrieval similarity of the scene its phrase
 came from is above 0.6. None of these checks that the generator kept the factual caption's content, which a
-generator trained on a small stylized set often changes (README "ERG demo": a colour, a size or an object in 1,259
+generator trained on a small stylized set often changes (docs/erg.md, "ERG demo": a colour, a size or an object in 1,259
 of its 4,000 captions). (4) The content filter, off by default as in the paper, keeps a caption when it holds at least
 `min_content` of the factual caption's words in their order (1.0: the generator only inserted words).
 The filters are independent tests on each caption, so the order below only shapes the funnel.

@@ -57,8 +57,8 @@ def paper_settings(styles: Sequence[str]) -> Settings:
 
 
 # From random weights: the paper's 1e-5 for 3 epochs barely moves a randomly initialised BERT; 1e-3 for 6 epochs
-# reaches 100% held-out accuracy on stylized_scenes (README, "Style classifier"). Word dropout makes every word of a
-# style phrase a sign of its style on its own (without it the tiny model keys on one word, "like", and calls
+# reaches 100% held-out accuracy on stylized_scenes (docs/erg.md, "Style classifier"). Word dropout makes every word
+# of a style phrase a sign of its style on its own (without it the tiny model keys on one word, "like", and calls
 # "laughing hyenas" factual), which the extractor needs to find whole phrases.
 RANDOM_INIT_SETTINGS = Settings(32, 1e-3, 6, word_dropout=0.2)
 TINY_BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
