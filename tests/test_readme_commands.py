@@ -29,9 +29,7 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-# The shared data beside the repo; a git worktree one folder deeper (wt/NAME beside shared/) finds it one level up.
-SHARED = next((folder for folder in (REPO.parent / "shared", REPO.parent.parent / "shared") if folder.is_dir()),
-              REPO.parent / "shared")
+SHARED = REPO.parent / "shared"
 DOCS = sorted(REPO.glob("tfds_builders/*/README.md")) + [REPO / "README.md"] + sorted(REPO.glob("docs/*.md"))
 TAG = re.compile(r"<!-- test: (dummy(?: output)?|skip (?P<reason>\S.*?)) -->")
 # A two-row alt-text TSV for `--input=IN.tsv` (capjax.text.pipeline's `id<TAB>alt_text`).
