@@ -3,8 +3,8 @@
   python -m capjax.data.build --dataset=NAME[/CONFIG] [--data_dir=DIR] [--manual_dir=DIR] [--set KEY=VALUE ...]
 
 NAME is one of the project's builders (synthetic_scenes, stylized_scenes, cc3m, alt_text_captions, cc12m_llavanext,
-flickrstyle10k, senticap, karpathy). Builders that count what they left out print their report. (The `tfds build` CLI
-needs apache-beam even for builders that do not use it: tensorflow/datasets#5463.)
+flickrstyle10k, senticap, karpathy, caption_folder). Builders that count what they left out print their report. (The
+`tfds build` CLI needs apache-beam even for builders that do not use it: tensorflow/datasets#5463.)
 
 A dataset already built is reused only when it is whole (capjax.data.integrity: its metadata parses, each shard
 holds the records dataset_info.json lists); a damaged one is built again, kept aside until the new one is whole, or,

@@ -10,7 +10,7 @@ import re
 
 # The datasets whose builders live in this repository (tfds_builders/NAME/).
 BUILDER_NAMES = ("synthetic_scenes", "stylized_scenes", "cc3m", "flickrstyle10k", "senticap", "alt_text_captions",
-                 "karpathy", "cc12m_llavanext")
+                 "karpathy", "cc12m_llavanext", "caption_folder")
 
 
 def _build_commands(readme: str) -> list[str]:
