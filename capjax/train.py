@@ -1,6 +1,8 @@
 """The training loop: state initialised on the mesh, the jitted train step, periodic evaluation, checkpoints.
 
 Read top to bottom: mesh, input, model and optimizer, sharded init, checkpoint restore, train loop, final eval.
+What the run trains for is its objective (`capjax.objective`: maximum likelihood, or `capjax.scst`'s SCST), picked
+once from the config and asked once for each concern: checks, vocabulary, training split, initial state, train step.
 A SIGTERM or SIGINT during the loop stops it after a step with a checkpoint: the current step in one process, the
 step all processes agree on in several (`capjax.preemption.AgreedStop`: JAX's preemption sync point).
 """
@@ -26,6 +28,7 @@ from capjax import checkpoints, config_util, ensemble, gradients, models, optimi
 from capjax import decode as decode_lib
 from capjax import ema as ema_lib
 from capjax import evaluate as evaluate_lib
+from capjax import objective as objective_lib
 from capjax import scst as scst_lib
 from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
@@ -216,7 +219,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   the current step and returns {"metrics": {}, "outputs": {}, "interrupted_at": step}: the same command resumes.
   """
   config_util.validate(config, jax.process_count())  # impossible values (batch 0, NaN, a caption too long) fail first
-  scst_lib.check(config, workdir)  # the scst variant: its settings and the run it starts from (init_from)
+  objective = objective_for(config)
+  objective.check(workdir)  # its settings and the run it starts from (init_from)
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
   # The stylized metrics' classifier and LM, built once: a wrong path fails before any work, and the final
   # evaluation judges with them.
@@ -224,11 +228,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   # Writable, and no other process writing it; the checkpoint manager and the metric writer are closed however
   # the run ends (a file left open would keep a full disk busy).
   with workdir_lib.claim(workdir, "a training"), contextlib.ExitStack() as closing:
-    return _train_and_evaluate(config, workdir, inputs, closing, judges)
+    return _train_and_evaluate(config, workdir, objective, inputs, closing, judges)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs: sources.InputSpec,
-                        closing: contextlib.ExitStack, judges: evaluate_lib.StyleJudges | None) -> dict[str, Any]:
+def objective_for(config: ml_collections.ConfigDict) -> objective_lib.Objective:
+  """What the run trains for: SCST with the scst variant, else maximum likelihood (the paper's)."""
+  return scst_lib.Scst(config) if scst_lib.enabled(config) else objective_lib.MaximumLikelihood(config)
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, objective: objective_lib.Objective,
+                        inputs: sources.InputSpec, closing: contextlib.ExitStack,
+                        judges: evaluate_lib.StyleJudges | None) -> dict[str, Any]:
   workdir_lib.prepare(workdir, config, write=jax.process_index() == 0)  # no other config's run
   if config.debug_nans:
     jax.config.update("jax_debug_nans", True)
@@ -251,14 +261,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   # Every split opened before the vocabulary is written: a bad one (an empty slice) fails now, not after training.
   val_source = sources.data_source(config.dataset, config.dataset.eval_split)
   test_source = sources.data_source(config.dataset, config.dataset.test_split)
-  scst_lib.adopt_vocabulary(config, workdir)  # SCST: init_from's, the ids its parameters were trained on
+  objective.adopt_vocabulary(workdir)  # init_from's, the ids its parameters were trained on
   vocab = load_or_build_vocab(config, workdir, train_source)
-  train_iter = pipeline.train_iterator(config, scst_lib.training_split(config, train_source), vocab, inputs.key)
+  train_iter = pipeline.train_iterator(config, objective.training_split(train_source), vocab, inputs.key)
 
   # --- Create Model & Optimizer, Shard & Transfer ---
-  setup = make_setup(config, len(vocab), mesh, inputs, decode_start(config, vocab))
-  # SCST: its step in the MLE step's place
-  scst_lib.attach(setup, config, workdir, vocab, train_source, decode_start(config, vocab))
+  start = decode_start(config, vocab)
+  setup = make_setup(config, len(vocab), mesh, inputs, start)
+  train_step = objective.train_step(setup, workdir, vocab, train_source, start)
   writer = metric_writers.create_default_writer(workdir, just_logging=jax.process_index() > 0)
   closing.callback(writer.close)
 
@@ -269,7 +279,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   if latest is not None:
     logging.info("Resumed from step %d", latest)
   else:
-    state = scst_lib.initial_state(setup, config)  # SCST: init_from's best parameters; else random ones
+    state = objective.initial_state(setup)  # init_from's best parameters, else random ones
     param_count = sum(x.size for x in jax.tree.leaves(state.params))
     logging.info("Initialised %s with %s parameters", config.model.name, f"{param_count:,}")
     writer.write_hparams({k: str(v) for k, v in config.to_dict().items()})
@@ -296,7 +306,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   with stop, checkpoints.disk_full_is_one_error(workdir, lambda: need, mngr):
     while step < total:
       batch = sharding.host_to_global(next(train_iter), mesh)
-      state, metrics = setup.train_step(state, batch)
+      state, metrics = train_step(state, batch)
       step += 1
       interval.append(metrics)
       # JAX dispatches asynchronously: unchecked, the loop queues step after step ahead of the device, and a stop
