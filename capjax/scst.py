@@ -1,17 +1,17 @@
-"""Self-critical sequence training (Rennie et al., CVPR 2017) for `capjax.train`'s loop (the `scst` config variant):
-the start from a trained workdir's best checkpoint (`init_from`, checked to be a run of the same model and
-vocabulary), the training split's CIDEr-D document frequencies (computed once, saved in the workdir), and the SCST
-train step that takes the MLE step's place: n captions sampled per image on the mesh (`capjax.decode_sampling`),
-scored with CIDEr-D on the host against the image's references, each sample's advantage over a baseline (the mean of
-the image's other samples, Luo 2020's "new self-critical", or the greedy caption's score, Rennie et al.'s), and the
-policy-gradient update on the mesh (`scst_loss`). The loop, its checkpoints, resume and validation are MLE's.
+"""Self-critical sequence training (Rennie et al., CVPR 2017) as `capjax.train`'s objective (`Scst`, the `scst` config
+variant): the start from a trained workdir's best checkpoint (`init_from`, checked here to be a run of the same model
+and vocabulary, taken through `capjax.objective`), the training split's CIDEr-D document frequencies (computed once,
+saved in the workdir), and the SCST train step that takes the MLE step's place: n captions sampled per image on the
+mesh (`capjax.decode_sampling`), scored with CIDEr-D on the host against the image's references, each sample's
+advantage over a baseline (the mean of the image's other samples, Luo 2020's "new self-critical", or the greedy
+caption's score, Rennie et al.'s), and the policy-gradient update on the mesh (`scst_loss`). The loop, its
+checkpoints, resume and validation are MLE's.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 import optax
 from absl import logging
 
-from capjax import checkpoints, gradients, sharding
+from capjax import gradients, objective, sharding
 from capjax import ema as ema_lib
 from capjax import workdir as workdir_lib
 from capjax import decode as decode_lib
@@ -55,7 +55,7 @@ def sampling(config: ml_collections.ConfigDict) -> sampling_lib.Sampling:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The start: checks, the vocabulary and parameters of init_from
+# The start: the checks of init_from
 # ----------------------------------------------------------------------------------------------------------
 def _selected(flat: dict[str, Any]) -> dict[str, Any]:
   return {k: v for k, v in flat.items() if any(k == f or k.startswith(f + ".") for f in SAME_RUN_FIELDS)
@@ -111,51 +111,11 @@ def _same_file(a: str, b: str) -> bool:
     return fa.read() == fb.read()
 
 
-def adopt_vocabulary(config: ml_collections.ConfigDict, workdir: str) -> None:
-  """Copies init_from's vocabulary into the workdir (the ids its parameters were trained on), unless it is there;
-  nothing without the scst variant."""
-  if not enabled(config):
-    return
-  target = os.path.join(workdir, VOCAB_FILENAME)
-  if jax.process_index() == 0 and not os.path.isfile(target):
-    shutil.copyfile(os.path.join(config.init_from, VOCAB_FILENAME), target + ".tmp")
-    os.replace(target + ".tmp", target)
-
-
-def initial_state(setup, config: ml_collections.ConfigDict):
-  """The train state a run starts from on `setup`'s mesh: with the scst variant, init_from's best parameters (by
-  validation CIDEr-D) at step 0 with a fresh optimizer state; otherwise `setup.init`'s random one."""
-  if not enabled(config):
-    return setup.init(jax.random.key(config.seed))
-  mngr = checkpoints.checkpoint_manager(config.init_from, config)
-  try:
-    step = checkpoints.best_step(mngr)
-    if step is None:
-      raise ConfigError(f"--config.init_from={config.init_from} has no checkpoint — train it first")
-    try:
-      state = checkpoints.restore_state(mngr, step, setup)
-    except Exception as error:  # noqa: BLE001 (orbax, tensorstore and json each raise their own)
-      raise ConfigError(f"checkpoint {step} of --config.init_from={config.init_from} does not fit this model or "
-                        f"optimizer ({checkpoints.why(error)}) — start SCST with the config of that run") from None
-  finally:
-    checkpoints.close_manager(mngr)
-  logging.info("SCST from checkpoint %d of %s", step, config.init_from)
-  fresh = jax.jit(lambda st: st.replace(step=jnp.zeros((), jnp.int32), opt_state=setup.tx.init(st.params)),
-                  out_shardings=setup.state_shardings)
-  return fresh(state)
-
-
 # ----------------------------------------------------------------------------------------------------------
 # References and document frequencies
 # ----------------------------------------------------------------------------------------------------------
 def _with_index(record: dict[str, Any], index: int) -> dict[str, Any]:
   return {**record, INDEX_KEY: np.int32(index)}
-
-
-def training_split(config: ml_collections.ConfigDict, train_source):
-  """With the scst variant, the training split with each record's index, which the training batches then carry
-  (`INDEX_KEY`) for the rewards to find their references; otherwise `train_source`."""
-  return sources.RecordView(train_source, _with_index) if enabled(config) else train_source
 
 
 def references_of(record: dict[str, Any]) -> list[str]:
@@ -330,9 +290,26 @@ class TrainStep:
     return state, metrics
 
 
-def attach(setup, config: ml_collections.ConfigDict, workdir: str, vocab, train_source, start: int) -> None:
-  """With the scst variant, puts the SCST step (`TrainStep`, sampling from the token `start`) in `setup.train_step`,
-  the MLE step's place: the loop, its checkpoints and validation stay `capjax.train`'s. Nothing otherwise."""
-  if enabled(config):
-    setup.train_step = TrainStep(setup, config, vocab, References(train_source),
-                                 document_frequency(workdir, train_source), start)
+class Scst(objective.Objective):
+  """The scst variant as `capjax.train`'s objective: init_from's vocabulary and best parameters (`Objective`'s start),
+  the training split with each record's index, and `TrainStep` in the MLE step's place; the loop, its checkpoints
+  and validation stay `capjax.train`'s."""
+
+  name = "SCST"
+
+  @property
+  def init_from(self) -> str:
+    return self.config.init_from
+
+  def check(self, workdir: str) -> None:
+    check(self.config, workdir)
+
+  def training_split(self, train_source):
+    """The training split with each record's index, which the training batches then carry (`INDEX_KEY`) for the
+    rewards to find their references."""
+    return sources.RecordView(train_source, _with_index)
+
+  def train_step(self, setup, workdir: str, vocab, train_source, start: int) -> TrainStep:
+    """The SCST step, sampling from the token `start`; the document frequencies computed (or read) here."""
+    return TrainStep(setup, self.config, vocab, References(train_source), document_frequency(workdir, train_source),
+                     start)

@@ -1,6 +1,8 @@
 """The training loop: state initialised on the mesh, the jitted train step, periodic evaluation, checkpoints.
 
 Read top to bottom: mesh, input, model and optimizer, sharded init, checkpoint restore, train loop, final eval.
+What the run trains for is its objective (`capjax.objective`: maximum likelihood, or `capjax.scst`'s SCST), picked
+once from the config and asked once for each concern: checks, vocabulary, training split, initial state, train step.
 A SIGTERM or SIGINT during the loop stops it after a step with a checkpoint: the current step in one process, the
 step all processes agree on in several (`capjax.preemption.AgreedStop`: JAX's preemption sync point).
 """
@@ -9,10 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import math
 import os
-import time
 from typing import Any
 
 import flax
@@ -25,10 +24,11 @@ import optax
 from absl import logging
 from clu import metric_writers, periodic_actions
 
-from capjax import checkpoints, config_util, ensemble, gradients, models, preemption, sharding
+from capjax import checkpoints, config_util, ensemble, gradients, models, optimizer, preemption, run_log, sharding
 from capjax import decode as decode_lib
 from capjax import ema as ema_lib
 from capjax import evaluate as evaluate_lib
+from capjax import objective as objective_lib
 from capjax import scst as scst_lib
 from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
@@ -42,39 +42,6 @@ class TrainState:
   step: jax.Array
   params: Any
   opt_state: Any
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Optimizer
-# ----------------------------------------------------------------------------------------------------------
-def learning_rate_schedule(config: ml_collections.ConfigDict) -> optax.Schedule:
-  o = config.optimizer
-  if o.schedule == "constant":
-    decay = optax.constant_schedule(o.learning_rate)
-  elif o.schedule == "cosine":
-    decay = optax.cosine_decay_schedule(o.learning_rate, max(config.num_train_steps - o.warmup_steps, 1))
-  else:
-    raise ValueError(f"optimizer.schedule={o.schedule!r}: use 'constant' or 'cosine'")
-  if o.warmup_steps <= 0:
-    return decay
-  warmup = optax.linear_schedule(0.0, o.learning_rate, o.warmup_steps)
-  return optax.join_schedules([warmup, decay], [o.warmup_steps])
-
-
-def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """Adagrad as in the paper (TF's initial accumulator 0.1; optax puts eps=1e-7 inside the square root, where
-  next to an accumulator >= 0.1 it changes updates by < 1e-6 relative), or Adam for the demo."""
-  o = config.optimizer
-  lr = learning_rate_schedule(config)
-  if o.name == "adagrad":
-    opt = optax.adagrad(lr, initial_accumulator_value=o.initial_accumulator_value, eps=o.eps)
-  elif o.name == "adam":
-    opt = optax.adam(lr, b1=o.b1, b2=o.b2, eps=o.eps)
-  else:
-    raise ValueError(f"optimizer.name={o.name!r}: use 'adagrad' or 'adam'")
-  if o.grad_clip_norm:
-    opt = optax.chain(optax.clip_by_global_norm(o.grad_clip_norm), opt)
-  return opt
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -135,7 +102,7 @@ def state_init_fn(config: ml_collections.ConfigDict, vocab_size: int, inputs: so
   """(model, optimizer, init_fn): `init_fn(rng)` makes the TrainState with its leaves boxed in their logical axis
   names (`nn.Partitioned`); the optimizer state's leaves carry their parameter's names (optax maps over params)."""
   model = models.build(config, vocab_size)
-  tx = make_optimizer(config)
+  tx = optimizer.make_optimizer(config)
   images, tokens = dummy_inputs(inputs, config.max_caption_tokens, 1)
 
   def init_fn(rng):
@@ -196,26 +163,6 @@ def make_setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sha
   return Setup(config, model, tx, mesh, state_shardings, init, train_step, decode, inputs, rules)
 
 
-class DivergedError(ConfigError):
-  """The training loss is no longer a number (NaN or infinite): every later step would be as well."""
-
-  def __init__(self, step: int, loss: float):
-    super().__init__(f"the training loss is {loss} at step {step}: the run diverged, and no state after it is saved "
-                     "— train again in another --workdir with a lower --config.optimizer.learning_rate or with "
-                     "--config.optimizer.grad_clip_norm set (--config.debug_nans=True names the operation)")
-
-
-def interval_means(interval: list[dict[str, jax.Array]], step: int) -> dict[str, float]:
-  """The mean of each metric but `tokens` (loss, gradient norm, SCST's rewards) of the steps `interval` (up to `step`,
-  since the last log: one batch's loss is noise), in one transfer; a DivergedError at the first that is not finite."""
-  values = jax.device_get(interval)
-  for offset, v in enumerate(values):
-    if not math.isfinite(float(v["loss"])):
-      raise DivergedError(step - len(values) + 1 + offset, float(v["loss"]))
-  keys = [k for k in values[0] if k != "tokens"] if values else ["loss", "grad_norm"]
-  return {k: float(np.mean([v[k] for v in values])) if values else math.nan for k in keys}
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Vocabulary
 # ----------------------------------------------------------------------------------------------------------
@@ -265,22 +212,6 @@ def load_or_build_vocab(config: ml_collections.ConfigDict, workdir: str, train_s
 PROGRESS_EVERY_S = 60.0  # at least one progress line a minute between log steps
 
 
-def _format_eta(seconds: float) -> str:
-  seconds = int(max(seconds, 0))
-  return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-def truncate_history(path: str, step: int) -> None:
-  """Drops log records past `step`: a run killed after logging them repeats those steps when it resumes."""
-  if not os.path.exists(path):
-    return
-  with open(path, encoding="utf-8") as f:
-    lines = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    f.writelines(lines)
-  os.replace(path + ".tmp", path)
-
-
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains (resuming from the latest checkpoint), then evaluates the best checkpoint on the test split.
 
@@ -288,7 +219,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   the current step and returns {"metrics": {}, "outputs": {}, "interrupted_at": step}: the same command resumes.
   """
   config_util.validate(config, jax.process_count())  # impossible values (batch 0, NaN, a caption too long) fail first
-  scst_lib.check(config, workdir)  # the scst variant: its settings and the run it starts from (init_from)
+  objective = objective_for(config)
+  objective.check(workdir)  # its settings and the run it starts from (init_from)
   inputs = sources.input_spec(config)  # pixels or pre-extracted features: a mismatched config fails before any work
   # The stylized metrics' classifier and LM, built once: a wrong path fails before any work, and the final
   # evaluation judges with them.
@@ -296,11 +228,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   # Writable, and no other process writing it; the checkpoint manager and the metric writer are closed however
   # the run ends (a file left open would keep a full disk busy).
   with workdir_lib.claim(workdir, "a training"), contextlib.ExitStack() as closing:
-    return _train_and_evaluate(config, workdir, inputs, closing, judges)
+    return _train_and_evaluate(config, workdir, objective, inputs, closing, judges)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs: sources.InputSpec,
-                        closing: contextlib.ExitStack, judges: evaluate_lib.StyleJudges | None) -> dict[str, Any]:
+def objective_for(config: ml_collections.ConfigDict) -> objective_lib.Objective:
+  """What the run trains for: SCST with the scst variant, else maximum likelihood (the paper's)."""
+  return scst_lib.Scst(config) if scst_lib.enabled(config) else objective_lib.MaximumLikelihood(config)
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, objective: objective_lib.Objective,
+                        inputs: sources.InputSpec, closing: contextlib.ExitStack,
+                        judges: evaluate_lib.StyleJudges | None) -> dict[str, Any]:
   workdir_lib.prepare(workdir, config, write=jax.process_index() == 0)  # no other config's run
   if config.debug_nans:
     jax.config.update("jax_debug_nans", True)
@@ -323,14 +261,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   # Every split opened before the vocabulary is written: a bad one (an empty slice) fails now, not after training.
   val_source = sources.data_source(config.dataset, config.dataset.eval_split)
   test_source = sources.data_source(config.dataset, config.dataset.test_split)
-  scst_lib.adopt_vocabulary(config, workdir)  # SCST: init_from's, the ids its parameters were trained on
+  objective.adopt_vocabulary(workdir)  # init_from's, the ids its parameters were trained on
   vocab = load_or_build_vocab(config, workdir, train_source)
-  train_iter = pipeline.train_iterator(config, scst_lib.training_split(config, train_source), vocab, inputs.key)
+  train_iter = pipeline.train_iterator(config, objective.training_split(train_source), vocab, inputs.key)
 
   # --- Create Model & Optimizer, Shard & Transfer ---
-  setup = make_setup(config, len(vocab), mesh, inputs, decode_start(config, vocab))
-  # SCST: its step in the MLE step's place
-  scst_lib.attach(setup, config, workdir, vocab, train_source, decode_start(config, vocab))
+  start = decode_start(config, vocab)
+  setup = make_setup(config, len(vocab), mesh, inputs, start)
+  train_step = objective.train_step(setup, workdir, vocab, train_source, start)
   writer = metric_writers.create_default_writer(workdir, just_logging=jax.process_index() > 0)
   closing.callback(writer.close)
 
@@ -341,18 +279,15 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   if latest is not None:
     logging.info("Resumed from step %d", latest)
   else:
-    state = scst_lib.initial_state(setup, config)  # SCST: init_from's best parameters; else random ones
+    state = objective.initial_state(setup)  # init_from's best parameters, else random ones
     param_count = sum(x.size for x in jax.tree.leaves(state.params))
     logging.info("Initialised %s with %s parameters", config.model.name, f"{param_count:,}")
     writer.write_hparams({k: str(v) for k, v in config.to_dict().items()})
 
   # --- Train Loop ---
-  history_path = os.path.join(workdir, "train_history.jsonl")
   step = int(state.step)
-  if jax.process_index() == 0:
-    truncate_history(history_path, step)
   total = config.num_train_steps
-  t_last, step_last = time.time(), step
+  log = run_log.RunLog(workdir, step, total, config.batch_size, writer)
   interrupted = False
   interval: list[dict[str, jax.Array]] = []  # the metrics of the steps since the last log step
   need = checkpoints.checkpoint_bytes(state)
@@ -371,7 +306,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
   with stop, checkpoints.disk_full_is_one_error(workdir, lambda: need, mngr):
     while step < total:
       batch = sharding.host_to_global(next(train_iter), mesh)
-      state, metrics = setup.train_step(state, batch)
+      state, metrics = train_step(state, batch)
       step += 1
       interval.append(metrics)
       # JAX dispatches asynchronously: unchecked, the loop queues step after step ahead of the device, and a stop
@@ -382,23 +317,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
         interval[-1 - config.max_steps_ahead]["loss"].block_until_ready()
       log_step = step % config.log_every == 0 or step == total
       if log_step:
-        m = interval_means(interval, step)
+        log.log_step(step, interval)  # a DivergedError at a loss that is not finite
         interval = []
-        now = time.time()
-        steps_per_s = (step - step_last) / max(now - t_last, 1e-9)
-        record = {"step": step, **m, "examples_per_s": steps_per_s * config.batch_size}
-        writer.write_scalars(step, {k: v for k, v in record.items() if k != "step"})
-        logging.info("step %d/%d  loss %.4f  %.1f examples/s  ETA %s", step, total, record["loss"],
-                     record["examples_per_s"], _format_eta((total - step) / max(steps_per_s, 1e-9)))
-        if jax.process_index() == 0:
-          with open(history_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        t_last, step_last = now, step
-      elif step == first_step + 1:  # at once, not after log_every steps: the compilation is over
-        interval[-1]["loss"].block_until_ready()
-        now = time.time()
-        logging.info("step %d/%d  compiled the train step and ran it in %.1f s", step, total, now - t_last)
-        t_last, step_last = now, step  # the rates logged next leave the compilation out
+      elif step == first_step + 1:
+        log.compiled(step, interval[-1])  # the rates logged next leave the compilation out
       for hook in hooks:
         hook(step)
       scores = None
@@ -407,13 +329,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
           result = evaluate_lib.evaluate_split(setup, ema_lib.eval_params(state, config), val_source, vocab,
                                                config, num_examples=config.eval.num_examples)
         writer.write_scalars(step, {f"val/{k}": v for k, v in result.metrics.items()})
-        logging.info("step %d validation: %s", step, _fmt_metrics(result.metrics))
+        logging.info("step %d validation: %s", step, run_log.format_metrics(result.metrics))
         scores = {checkpoints.BEST_METRIC: float(result.metrics[checkpoints.BEST_METRIC])}
       # Checked after the validation: a signal during it waits for its end, so the checkpoint has its score and
       # the resumed run keeps and picks checkpoints as an uninterrupted one would.
       interrupted = stop.after(step, log_step)
       if scores is not None or interrupted or step % config.checkpoint_every == 0:
-        interval_means(interval, step)  # a diverged state is never saved
+        run_log.interval_means(interval, step)  # a diverged state is never saved
         if jax.process_count() == 1:  # processes of a job could disagree on it: there, ENOSPC itself stops them
           mngr.wait_until_finished()  # as `save` does first: the space the previous save takes is then known
           need = checkpoints.ensure_space(workdir, need, checkpoints.committed_step(workdir))
@@ -441,10 +363,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, inputs:
                                        judges=judges)
   final_step = best if best is not None else step
   outputs = evaluate_lib.write_outputs(result, workdir, config.dataset.test_split, step=final_step,
-                                       config=config, history_path=history_path)
+                                       config=config, history_path=log.path)
   evaluate_lib.report(result, config.dataset.test_split, final_step, config)
   return {"metrics": result.metrics, "outputs": outputs}
 
-
-def _fmt_metrics(metrics: dict[str, float]) -> str:
-  return "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))

@@ -22,7 +22,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from capjax import checkpoints, config_util, train
+from capjax import checkpoints, config_util, run_log, train
 from capjax import evaluate as evaluate_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline, sources
@@ -303,7 +303,7 @@ def test_a_loss_that_is_not_finite_stops_the_run_before_its_state_is_saved(data_
   config.update(num_train_steps=8, eval_every=1000, checkpoint_every=2, log_every=5)
   _scored_evaluations(monkeypatch)
   monkeypatch.setattr(train, "PROGRESS_EVERY_S", 1e-9)  # clu's progress line at every step between log steps
-  with pytest.raises(train.DivergedError) as e, caplog.at_level(logging.INFO):
+  with pytest.raises(run_log.DivergedError) as e, caplog.at_level(logging.INFO):
     train.train_and_evaluate(config, str(tmp_path))
   # Between log steps the console still hears: the first step (with the compilation) at once, then clu's
   # time-based progress lines; neither reads the loss, so the NaN is found where it always is, before step 2's save.

@@ -48,7 +48,7 @@ class TrainTransform(grain.transforms.RandomMap):
     else:
       image = np.asarray(record[self.key])
     out = {"image": image, "inputs": inputs, "targets": targets}
-    if "example_index" in record:  # SCST's training split (capjax.scst.indexed): each row's references are looked up
+    if "example_index" in record:  # SCST's split (`capjax.scst.Scst.training_split`): for each row's references
       out["example_index"] = np.int32(record["example_index"])
     return out
 
