@@ -24,6 +24,7 @@ reads and writes through any mode (as root, run them under `setpriv --bounding-s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -209,6 +210,17 @@ def _blocked(signum, frame):
   raise TimeoutError("the command blocked for 60 s (reading a FIFO?)")
 
 
+@contextlib.contextmanager
+def alarm(seconds: int = 60):
+  """A block that raises TimeoutError after `seconds`: a read that blocks (a FIFO) fails the test, never hangs it."""
+  signal.signal(signal.SIGALRM, _blocked)
+  signal.alarm(seconds)
+  try:
+    yield
+  finally:
+    signal.alarm(0)
+
+
 def check(case: Case, tmp_path: pathlib.Path, request, monkeypatch, capsys) -> None:
   """Runs `case` and checks it: one `error:` line, exit status 2, nothing changed (the module docstring)."""
   folder = tmp_path / "case"
@@ -233,14 +245,10 @@ def check(case: Case, tmp_path: pathlib.Path, request, monkeypatch, capsys) -> N
     os.chmod(folder / path, mode)
   capsys.readouterr()  # what the fixtures printed (the dataset build's progress)
   blocking = any(data == FIFO for _, data in case.files)
-  if blocking:  # a read of the FIFO would wait for a writer forever: the alarm interrupts it
-    signal.signal(signal.SIGALRM, _blocked)
-    signal.alarm(60)
-  try:
-    code = invoke(case.command, argv, monkeypatch)
+  try:  # a read of a FIFO would wait for a writer forever: the alarm interrupts it
+    with alarm() if blocking else contextlib.nullcontext():
+      code = invoke(case.command, argv, monkeypatch)
   finally:
-    if blocking:
-      signal.alarm(0)
     for path, _ in case.chmod:
       os.chmod(folder / path, 0o700)
   out, err = capsys.readouterr()

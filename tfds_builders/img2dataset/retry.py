@@ -14,8 +14,7 @@ import collections
 from collections.abc import Iterable, Iterator
 
 import numpy as np
-from etils import epath
-
+from capjax import files
 from capjax.image import io as image_io
 from tfds_builders.img2dataset.shards import _parquet_path, _read_parquet_rows, shard_samples, verify_image
 from tfds_builders.img2dataset.tsv import _parse_row, tsv_index
@@ -78,7 +77,7 @@ def failed_rows(tsv_path: str, labeled: bool, shards: Iterable[str],
       obtained[found[0]] = True
   reasons = _reasons(index, shards, obtained)
   offset = 0
-  with epath.Path(tsv_path).open("rb") as f:
+  with files.open_regular(tsv_path) as f:
     for line in f:
       start, offset = offset, offset + len(line)
       fields = _parse_row(line, labeled)
