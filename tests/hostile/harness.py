@@ -37,6 +37,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 
 import pytest
 
@@ -212,13 +213,18 @@ def _blocked(signum, frame):
 
 @contextlib.contextmanager
 def alarm(seconds: int = 60):
-  """A block that raises TimeoutError after `seconds`: a read that blocks (a FIFO) fails the test, never hangs it."""
-  signal.signal(signal.SIGALRM, _blocked)
-  signal.alarm(seconds)
+  """A block that raises TimeoutError after `seconds`: a read that blocks (a FIFO) fails the test, never hangs it.
+  The signal is sent to the main thread itself (`pthread_kill` from a timer): a process alarm may land on any of
+  TensorFlow's threads, and then the main thread's blocked open(2) is never interrupted."""
+  previous = signal.signal(signal.SIGALRM, _blocked)
+  timer = threading.Timer(seconds, signal.pthread_kill, (threading.main_thread().ident, signal.SIGALRM))
+  timer.daemon = True
+  timer.start()
   try:
     yield
   finally:
-    signal.alarm(0)
+    timer.cancel()
+    signal.signal(signal.SIGALRM, previous)
 
 
 def check(case: Case, tmp_path: pathlib.Path, request, monkeypatch, capsys) -> None:
