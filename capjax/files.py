@@ -24,8 +24,11 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character de
 
 
 def _named(path: str | os.PathLike[str], flag: str) -> str:
-  """How a message names a file: `--flag=PATH`, or the path alone for a positional argument."""
-  return f"{flag}={os.fspath(path)}" if flag else os.fspath(path)
+  """How a message names a file: `--flag=PATH`, `what PATH` (a flag's part: "--dataset=cc3m's folder"), or the
+  path alone for a positional argument."""
+  if not flag:
+    return os.fspath(path)
+  return f"{flag} {os.fspath(path)}" if " " in flag else f"{flag}={os.fspath(path)}"
 
 
 def kind(mode: int) -> str:
@@ -53,8 +56,7 @@ def _refuse_special(mode: int, path: str | os.PathLike[str], flag: str, what: st
   if stat.S_ISDIR(mode):
     cli.fail(f"{_named(path, flag)} is a directory — give the path of {what}")
   if not stat.S_ISREG(mode):
-    cli.fail(f"{_named(path, flag)} is {kind(mode)}, not a regular file — save the data to a file and give "
-             "its path")
+    cli.fail(_special_message(_named(path, flag), kind(mode)))
 
 
 def refuse_special(paths: Sequence[str | os.PathLike[str]], flag: str, what: str) -> None:
@@ -65,28 +67,91 @@ def refuse_special(paths: Sequence[str | os.PathLike[str]], flag: str, what: str
       input_file(path, flag, what)
 
 
+class NotRegularError(OSError):
+  """A path read as a regular file is a FIFO, a device or a socket (reading it would hang, or never end): its
+  message names the path and what it is. Builders let it reach `capjax.data.build`, which prints it as one line."""
+
+
+def special_kind(path: str | os.PathLike[str]) -> str | None:
+  """What the file at `path` is when it is a FIFO, a device or a socket (symbolic links followed), else None: a
+  regular file, a folder, a missing path, or one on an object store (`gs://...`, which holds only files and
+  folders). The check every reader makes before it opens a file, epath's included: epath's `is_file()` answers yes
+  for a FIFO."""
+  text = os.fspath(path)
+  if "://" in text:
+    return None
+  try:
+    mode = os.stat(text).st_mode
+  except OSError:
+    return None
+  return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else kind(mode)
+
+
+def check_regular(path: str | os.PathLike[str]) -> None:
+  """NotRegularError now when `path` is a FIFO, a device or a socket (`special_kind`): for a file a builder will
+  read later (in its example generator), so that the error comes before the build starts."""
+  text = os.fspath(path)
+  if special_kind(text):
+    raise _not_regular(text, os.stat(text).st_mode)
+
+
+def _not_regular(path: str, mode: int) -> NotRegularError:
+  error = NotRegularError(_special_message(path, kind(mode)))  # one argument: its str is the message alone
+  error.kind = kind(mode)
+  return error
+
+
+def _special_message(named: str, what_it_is: str) -> str:
+  return f"{named} is {what_it_is}, not a regular file — save the data to a file and give its path"
+
+
+def open_regular(path: str | os.PathLike[str]) -> IO[bytes]:
+  """The file at `path` open for binary reading; NotRegularError when it is a FIFO, a device or a socket, before
+  any byte is read. Checked before the open (a device on a `nodev` mount cannot even be opened), then opened without
+  blocking and checked again on the open file, so that a FIFO cannot hang the open nor be swapped in after the
+  check. A path on an object store (`gs://...`) is opened through epath. Other errors are the OSError of the open."""
+  text = os.fspath(path)
+  if "://" in text:
+    from etils import epath  # noqa: PLC0415 (only builders read object stores)
+    return epath.Path(text).open("rb")
+  mode = os.stat(text).st_mode
+  if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+    raise _not_regular(text, mode)
+  fd = os.open(text, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+  try:
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+      raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
+    if not stat.S_ISREG(mode):
+      raise _not_regular(text, mode)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+  except BaseException:
+    os.close(fd)
+    raise
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+  """The bytes of the file at `path`, read through `open_regular` (NotRegularError for a FIFO, a device, a socket)."""
+  with open_regular(path) as f:
+    return f.read()
+
+
 @contextlib.contextmanager
 def open_input(path: str | os.PathLike[str], flag: str = "", what: str = "a file") -> Iterator[IO[bytes]]:
-  """The file at `path` open for binary reading, refused (one `error:` line) unless it is a regular file.
-
-  Checked before the open (a device on a `nodev` mount cannot even be opened), then opened without blocking and
-  checked again on the open file, so that a FIFO cannot hang the open nor be swapped in after the check."""
+  """The file at `path` open for binary reading (`open_regular`), refused (one `error:` line) unless it is a regular
+  file."""
   input_file(path, flag, what)
   try:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    f = open_regular(path)
   except FileNotFoundError:
     cli.fail(f"{_named(path, flag)} does not exist — give the path of {what}")
   except IsADirectoryError:
     cli.fail(f"{_named(path, flag)} is a directory — give the path of {what}")
+  except NotRegularError as error:
+    cli.fail(_special_message(_named(path, flag), error.kind))
   except OSError as error:
     cli.fail(f"{_named(path, flag)} cannot be read ({error.strerror or error}) — give the path of a readable file")
-  try:
-    _refuse_special(os.fstat(fd).st_mode, path, flag, what)
-    os.set_blocking(fd, True)
-    f = os.fdopen(fd, "rb")
-  except BaseException:
-    os.close(fd)
-    raise
   with f:
     yield f
 
@@ -168,22 +233,72 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     return False
 
 
-def output_file(path: str | os.PathLike[str] | None, flag: str = "--output",
-                inputs: Mapping[str, str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None] | None = None,
+def _inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+  """Whether `path` lies strictly inside `folder`: by their resolved paths, or one of `path`'s folders is `folder`
+  under another name (a bind mount, a folder reached through another link)."""
+  real, top = os.path.realpath(path), os.path.realpath(folder)
+  try:
+    folder_stat = os.stat(top)
+  except OSError:
+    return False
+  if not stat.S_ISDIR(folder_stat.st_mode):
+    return False  # a file holds nothing
+  if real.startswith(os.path.join(top, "")):
+    return True
+  parent = os.path.dirname(real)
+  while parent != os.path.dirname(parent):
+    with contextlib.suppress(OSError):
+      if os.path.samestat(os.stat(parent), folder_stat):
+        return True
+    parent = os.path.dirname(parent)
+  return False
+
+
+def overlap(output: str | os.PathLike[str], read: str | os.PathLike[str]) -> str | None:
+  """How an `output` meets a file or folder the command reads: "would overwrite" (it is that file), "is inside"
+  or "contains"; None when they are apart. Paths are compared once links are resolved, and by inode (hard links)."""
+  if same_file(output, read):
+    return "would overwrite"
+  if _inside(output, read):
+    return "is inside"
+  if _inside(read, output):
+    return "contains"
+  return None
+
+
+Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
+
+
+def refuse_overlap(outputs: Mapping[str, Paths], inputs: Mapping[str, Paths]) -> None:
+  """The one rule for outputs: an `error:` line when any of `outputs` ({flag: path or paths}) is, contains or lies
+  inside any of `inputs` ({flag: path or paths}: the files and folders the command reads, a built dataset's
+  own folder among them), so that a command never writes over, into or around what it reads. Call it with all the
+  outputs before writing any."""
+  for flag, value in outputs.items():
+    for output in _paths(value):
+      for input_flag, read in inputs.items():
+        for input_path in _paths(read):
+          how = overlap(output, input_path)
+          if how == "would overwrite":
+            cli.fail(f"{_named(output, flag)} would overwrite {_named(input_path, input_flag)} — write the output to "
+                     "another file")
+          if how:
+            cli.fail(f"{_named(output, flag)} {how} {_named(input_path, input_flag)}, which the command reads — "
+                     "write the output elsewhere")
+
+
+def output_file(path: str | os.PathLike[str] | None, flag: str = "--output", inputs: Mapping[str, Paths] | None = None,
                 example: str = "out.txt", make_folder: bool = False) -> str:
   """`path`, checked before any work as a file to write: a new name or a regular file, in a folder that exists (or,
-  with `make_folder`, can be made) and can be written, and none of `inputs` ({flag: path or paths}) under any name
-  (symbolic links, `..`, hard links). Otherwise an `error:` line; `example` is the file name it suggests.
-  With `make_folder`, a missing folder is left for the caller to make."""
+  with `make_folder`, can be made) and can be written, and apart from all of `inputs` (`refuse_overlap`: not one of
+  them, nor inside a folder of them, under any name). Otherwise an `error:` line; `example` is the file name it
+  suggests. With `make_folder`, a missing folder is left for the caller to make."""
   text = os.fspath(path) if path is not None else ""
   if not text.strip():
     cli.fail(f"{flag}= is empty — give the path of the file to write, e.g. {flag}={example}")
-  for input_flag, value in (inputs or {}).items():
-    for input_path in _paths(value):
-      if same_file(text, input_path):
-        cli.fail(f"{flag}={text} would overwrite {input_flag}={input_path} — write the output to another file")
   if text.endswith(("/", os.sep)) or os.path.isdir(text):
     cli.fail(f"{flag}={text} is a directory — give a file name, e.g. {os.path.join(text, example)}")
+  refuse_overlap({flag: text}, inputs or {})
   try:
     mode = os.stat(text).st_mode
   except (FileNotFoundError, NotADirectoryError):  # a new name, or one under a file (said below)

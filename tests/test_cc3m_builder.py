@@ -12,6 +12,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -27,6 +28,7 @@ from tfds_builders.cc3m import cc3m_dataset_builder as cc3m
 from tfds_builders.img2dataset import beam as i2d_beam
 from tfds_builders.cc3m import make_dummy_data as dummy
 import helpers
+from hostile import harness
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DUMMY = REPO / "tfds_builders" / "cc3m" / "dummy_data"
@@ -423,3 +425,22 @@ def test_tfds_build_on_beam_direct_runner_writes_the_same_dataset(built, tmp_pat
     assert sorted(plain) == sorted(beam)
     for url, record in plain.items():
       assert beam[url]["image"] == record["image"] and beam[url]["caption"] == record["caption"]
+
+
+@pytest.mark.parametrize("special", ["fifo", "device"])
+def test_a_shard_or_member_that_is_a_fifo_or_a_device_is_counted_never_read(tmp_path, special):
+  """D1, D2: a tar shard and a files-layout member (KEY.json) that are a FIFO (whose read blocked forever) or a
+  device (/dev/null's numbers here; /dev/zero's read grew memory without end) are counted `unsafe_member`, each, and
+  the build goes on (under an alarm: a read that blocks fails the test)."""
+  manual = tmp_path / "manual"
+  shutil.copytree(DUMMY, manual)
+  (manual / "images/validation/00000/000000001.json").unlink()
+  harness.populate(manual, {"images/train/00009.tar": harness.Special(special),
+                            "images/validation/00000/000000001.json": harness.Special(special)})
+  with harness.alarm():
+    report = _build(manual, tmp_path / "tfds").info.metadata["build_report"]
+  # The FIFO shard is one more shard, without its parquet; the validation image without its .json is joined by
+  # its parquet row, as before.
+  assert report == {
+      "train": {**TRAIN_REPORT, "unsafe_member": 1, "shards": 5, "shard_without_parquet": 2},
+      "validation": {**VALIDATION_REPORT, "unsafe_member": 1}}

@@ -14,6 +14,8 @@ from hostile.inputs import REFS, TRAIN_SHARD, as_json
 
 BUILD = "capjax.data.build"
 
+# A FIFO (its read blocks forever) and a device (/dev/zero's read grows memory without end), as the error names them.
+SPECIAL_FILES = (("fifo", FIFO, "a FIFO (named pipe)"), ("device", NULL_DEVICE, "a character device"))
 KARPATHY_JSON = {"images": [{"filename": "1.jpg", "imgid": 1, "split": "test",
                              "sentences": [{"raw": "A dog.", "tokens": ["a", "dog"], "sentid": 1}]}]}
 # (name, config, manual dir, its files, what the error line says): a manual dir the karpathy builder cannot build.
@@ -30,7 +32,12 @@ KARPATHY_BUILDS = [
       "kp/flickr30k-images/1.jpg": b"x"}, "no example could be built"),
     ("image-folder-empty", "flickr30k", "kp", {"kp/dataset_flickr30k.json": as_json(KARPATHY_JSON),
                                                "kp/flickr30k-images/.keep": b""}, "missing or empty"),
+    # D1, D2: the json a FIFO (its read blocked forever) or a device (/dev/zero's grew memory without end).
+    *((f"json-{name}", "flickr30k", "kp", {"kp/dataset_flickr30k.json": special, "kp/flickr30k-images/1.jpg": b"x"},
+       f"kp/dataset_flickr30k.json is {what}, not a regular file — save the data to a file")
+      for name, special, what in SPECIAL_FILES),
 ]
+CC3M_TSV = b"a dog on the grass\thttp://example.org/1.jpg\n"
 
 
 def _hostile_mirror() -> bytes:
@@ -74,6 +81,24 @@ CASES = [
            "--data_dir={t}/new", files=files, match=match, absent=(f"new/karpathy/{config}/1.0.0",),
            leaves=("new/karpathy/.config/metadata.json",))
       for name, config, folder, files, match in KARPATHY_BUILDS),
+    # D1, D2: cc3m's TSV a FIFO or a device: refused before the build starts (it is read in the example generator).
+    *(case(BUILD, f"cc3m-tsv-{name}", "--dataset=cc3m", "--manual_dir={t}/m", "--data_dir={t}/new",
+           files={"m/Train_GCC-training.tsv": special, "m/Validation_GCC-1.1.0-Validation.tsv": CC3M_TSV,
+                  "m/images/train/00000.tar": b""},
+           match=f"m/Train_GCC-training.tsv is {what}, not a regular file", absent=("new/cc3m/unlabeled/1.0.0",),
+           leaves=("new/cc3m/.config/metadata.json",))
+      for name, special, what in SPECIAL_FILES),
+    # The one rule for outputs: the dataset's folder neither inside the manual dir, nor around it.
+    case(BUILD, "data-dir-inside-the-manual-dir", "--dataset=cc3m", "--manual_dir={t}/folder",
+         "--data_dir={t}/folder/tfds", absent=("folder/tfds",),
+         match="--data_dir's dataset folder {t}/folder/tfds/cc3m is inside --manual_dir={t}/folder, which the "
+               "command reads"),
+    case(BUILD, "data-dir-inside-the-manual-dir-through-a-link", "--dataset=cc3m", "--manual_dir={t}/folder",
+         "--data_dir={t}/link/tfds", files={"link": symlink("folder")}, absent=("folder/tfds",),
+         match="--data_dir's dataset folder {t}/link/tfds/cc3m is inside --manual_dir={t}/folder"),
+    case(BUILD, "manual-dir-inside-the-dataset-folder", "--dataset=cc3m", "--manual_dir={t}/new/cc3m/m",
+         "--data_dir={t}/new", files={"new/cc3m/m/Train_GCC-training.tsv": CC3M_TSV},
+         match="--data_dir's dataset folder {t}/new/cc3m contains --manual_dir={t}/new/cc3m/m"),
     case(BUILD, "set-on-a-builder-without-settings", "--dataset=synthetic_scenes", "--set=size=3",
          "--data_dir={t}/new", match="--set", absent=("new",)),
     case(BUILD, "set-unknown-key", "--dataset=alt_text_captions", "--set=colour=red", "--manual_dir={t}/folder",

@@ -14,6 +14,7 @@ import pytest
 
 from hostile import harness
 from hostile.fixtures import SHARED
+from hostile.harness import case, hard_link, runner, symlink
 
 REPO = harness.REPO
 ERG = ("capjax.erg.generate", "capjax.erg.augment", "capjax.erg.demo")
@@ -41,6 +42,49 @@ def test_every_command_has_its_bad_inputs_here():
     assert {c.values[0].command for c in cases} == {command}, f"{module.__file__} holds another command's cases"
     assert len(cases) >= (2 if command in FEW_CASES else MIN_CASES), (command, len(cases))
   assert set(FEW_CASES) <= set(commands), "FEW_CASES names a command that is gone"
+
+
+# --- the one rule for outputs (capjax.files.refuse_overlap), command by command ------------------------------------
+
+# command: (its other arguments, its output flag, {input flag: the file, or the folder ending in "/", it reads}).
+# Each output is given as each input under another name (a symbolic link, a hard link) and inside each folder input
+# (by its path and through a link to it); every case is one error line naming both flags, nothing written.
+READS_AND_WRITES = {
+    "capjax.text.pipeline": (("--input={t}/alt.tsv",), "--output", {"--input": "alt.tsv"}),
+    "capjax.tools.harvest_alt_text": (("--input={t}/page.html",), "--output", {"--input": "page.html"}),
+    "capjax.data.retry": (("--dataset=cc3m", "--manual_dir={t}/folder", "--data_dir={t}/data"), "--output",
+                          {"--manual_dir": "folder/"}),
+}
+
+
+def _output_rule_cases() -> list:
+  cases = []
+  for command, (args, flag, reads) in READS_AND_WRITES.items():
+    for input_flag, path in reads.items():
+      named = f"{input_flag}={{t}}/{path.rstrip('/')}"
+      if path.endswith("/"):
+        ways = {"inside": ("{t}/" + path + "out.txt", {}, f"is inside {named}, which the command reads"),
+                "inside-through-a-link": ("{t}/link/out.txt", {"link": symlink(path.rstrip("/"))},
+                                          f"is inside {named}, which the command reads")}
+      else:
+        ways = {"symlink": ("{t}/link.txt", {"link.txt": symlink(path)}, f"would overwrite {named} — "),
+                "hard-link": ("{t}/hard.txt", {"hard.txt": hard_link(path)}, f"would overwrite {named} — ")}
+      for way, (output, files, match) in ways.items():
+        cases.append(case(command, f"output-{way}-{input_flag.lstrip('-')}", *args, f"{flag}={output}", files=files,
+                          match=match, absent=(output.removeprefix("{t}/"),) if "inside" in way else ()))
+  return cases
+
+
+OUTPUT_RULE_CASES = _output_rule_cases()
+test_an_output_is_none_of_what_the_command_reads = runner(OUTPUT_RULE_CASES)
+
+
+def test_the_output_rule_table_names_commands_and_flags_that_exist():
+  commands = harness.commands()
+  for command, (_, flag, reads) in READS_AND_WRITES.items():
+    assert command in commands, command
+    defined = harness.command_module(command).FLAGS
+    assert {flag.lstrip("-"), *(f.lstrip("-") for f in reads)} <= set(defined), command
 
 
 # --- the real process: exit status, and --verbose ------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from capjax import files
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
@@ -32,8 +33,7 @@ def read_jpeg(folder: str, name: str) -> tuple[bytes | None, str | None]:
     return None, MISSING
   if os.path.getsize(path) > i2d.MAX_MEMBER_BYTES:
     return None, "too_large"
-  with open(path, "rb") as f:
-    data = f.read()
+  data = files.read_regular(path)
   try:
     i2d.verify_image(data)
   except image_io.ImageError as error:

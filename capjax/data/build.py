@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 
 from absl import flags
 
-from capjax import cli, interrupt
+from capjax import cli, files, interrupt
 from capjax.data import integrity
 
 FLAGS = flags.FlagValues()
@@ -145,6 +145,9 @@ def main(argv: Sequence[str]) -> None:
   configs = [c.name for c in tfds.builder_cls(dataset).BUILDER_CONFIGS]
   if config_name and config_name not in configs:
     cli.fail(f"{dataset} has no config {config_name!r} — choose one of {', '.join(configs) or '(none)'}")
+  # The build writes the dataset's folder (and TFDS its .config): never in, over or around what it reads.
+  files.refuse_overlap({"--data_dir's dataset folder": os.path.join(integrity.data_dir(_DATA_DIR.value), dataset)},
+                       {"--manual_dir": _MANUAL_DIR.value})
   # Checked (and made) once the arguments are known to be right, but before the build: a typo creates no folder.
   data_dir = cli.writable_dir(integrity.data_dir(_DATA_DIR.value), "--data_dir")
   chosen = kwargs["config"].name if "config" in kwargs else config_name
@@ -170,7 +173,7 @@ def _build(dataset: str, config_name: str, chosen: str, kwargs: dict, data_dir: 
     download_config = tfds.download.DownloadConfig(manual_dir=_MANUAL_DIR.value or None)
     try:
       builder.download_and_prepare(file_format="array_record", download_config=download_config)
-    except FileNotFoundError as e:  # a manual dir or file the builder needs (its message says what to fetch)
+    except (FileNotFoundError, files.NotRegularError) as e:  # a manual file missing or a FIFO (the message says)
       cli.fail(str(e))
   except KeyboardInterrupt:  # Ctrl-C: TFDS's `finally` has removed its work in progress
     interrupted = True

@@ -68,9 +68,6 @@ def main(argv: Sequence[str]) -> None:
   if os.path.exists(data_dir) and not os.path.isdir(data_dir):
     cli.fail(f"--data_dir={data_dir} is a file, not a directory — give the TFDS data dir the dataset is built in")
   output = files.output_file(_OUTPUT.value, inputs={"--manual_dir": manual_dir}, example="retry.tsv")
-  if os.path.realpath(output).startswith(os.path.join(os.path.realpath(manual_dir), "")):
-    cli.fail(f"--output={output} is inside --manual_dir={manual_dir} — write it beside, e.g. "
-             f"{os.path.join(os.path.dirname(os.path.realpath(manual_dir)) or '.', 'retry.tsv')}")
   from capjax.config_util import ConfigError  # noqa: PLC0415
   from capjax.data import show, sources  # noqa: PLC0415 (JAX and TensorFlow: not for --help and flag errors)
   try:
@@ -83,13 +80,15 @@ def main(argv: Sequence[str]) -> None:
   if split not in splits:
     cli.fail(f"--split={split}: {dataset} has no split {split!r} — use one of {', '.join(splits)}")
   folder = os.fspath(builder.data_dir)
+  files.refuse_overlap({"--output": output}, {f"--dataset={dataset}'s folder": folder})  # its manifest, report, ...
   try:
     rows = builder.retry_rows(manual_dir, split, obtained_urls(folder, split))
     with files.writing(output) as f:
       counts = write_tsv(rows, f)
   except manifest.ManifestError as e:
     cli.fail(f"{e} — write it again: `python -m capjax.data.manifest write --dataset={dataset}`")
-  except FileNotFoundError as e:  # the builder's ManualDataError: a TSV the manual dir lacks
+  except (FileNotFoundError, files.NotRegularError) as e:  # the builder's ManualDataError (a TSV the manual dir
+    # lacks), or a TSV that is a FIFO or a device
     cli.fail(str(e))
   total = sum(counts.values())
   print(f"wrote {output}: {total:,} rows of {split} to download again"

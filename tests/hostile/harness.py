@@ -24,6 +24,7 @@ reads and writes through any mode (as root, run them under `setpriv --bounding-s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -36,6 +37,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 
 import pytest
 
@@ -209,6 +211,22 @@ def _blocked(signum, frame):
   raise TimeoutError("the command blocked for 60 s (reading a FIFO?)")
 
 
+@contextlib.contextmanager
+def alarm(seconds: int = 60):
+  """A block that raises TimeoutError after `seconds`: a read that blocks (a FIFO) fails the test, never hangs it.
+  The signal is sent to the main thread itself (`pthread_kill` from a timer): a process alarm may land on any of
+  TensorFlow's threads, and then the main thread's blocked open(2) is never interrupted."""
+  previous = signal.signal(signal.SIGALRM, _blocked)
+  timer = threading.Timer(seconds, signal.pthread_kill, (threading.main_thread().ident, signal.SIGALRM))
+  timer.daemon = True
+  timer.start()
+  try:
+    yield
+  finally:
+    timer.cancel()
+    signal.signal(signal.SIGALRM, previous)
+
+
 def check(case: Case, tmp_path: pathlib.Path, request, monkeypatch, capsys) -> None:
   """Runs `case` and checks it: one `error:` line, exit status 2, nothing changed (the module docstring)."""
   folder = tmp_path / "case"
@@ -233,14 +251,10 @@ def check(case: Case, tmp_path: pathlib.Path, request, monkeypatch, capsys) -> N
     os.chmod(folder / path, mode)
   capsys.readouterr()  # what the fixtures printed (the dataset build's progress)
   blocking = any(data == FIFO for _, data in case.files)
-  if blocking:  # a read of the FIFO would wait for a writer forever: the alarm interrupts it
-    signal.signal(signal.SIGALRM, _blocked)
-    signal.alarm(60)
-  try:
-    code = invoke(case.command, argv, monkeypatch)
+  try:  # a read of a FIFO would wait for a writer forever: the alarm interrupts it
+    with alarm() if blocking else contextlib.nullcontext():
+      code = invoke(case.command, argv, monkeypatch)
   finally:
-    if blocking:
-      signal.alarm(0)
     for path, _ in case.chmod:
       os.chmod(folder / path, 0o700)
   out, err = capsys.readouterr()

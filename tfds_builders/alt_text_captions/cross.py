@@ -7,13 +7,16 @@ Builders and Beam workers import this module by its package name (see tfds_build
 from __future__ import annotations
 
 import functools
+import io
 from collections.abc import Sequence
+
+from capjax import files
 
 
 def read_labels_file(path: str) -> dict[str, tuple[str, ...]]:
   """url → labels of a CC3M image-labels TSV (caption, url, labels, mids, confidences; labels comma-separated)."""
   labels: dict[str, tuple[str, ...]] = {}
-  with open(path, encoding="utf-8", errors="replace") as f:
+  with io.TextIOWrapper(files.open_regular(path), encoding="utf-8", errors="replace") as f:
     for line in f:
       fields = line.rstrip("\r\n").split("\t")
       if len(fields) >= 3 and fields[1]:

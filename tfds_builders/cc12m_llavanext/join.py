@@ -17,8 +17,8 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from etils import epath
 
+from capjax import files
 from capjax.strings import is_utf8
 from capjax.text import recaption
 from tfds_builders import img2dataset as i2d
@@ -75,7 +75,7 @@ def jsonl_lines(path: str, counts: collections.Counter) -> Iterator[bytes | None
   (skipped as it streams past). A gzip stream that ends early or is corrupt is counted `truncated_jsonl`, and the
   lines read before it are kept; a last line cut by it is dropped."""
   pending, skipping = bytearray(), False
-  with epath.Path(path).open("rb") as raw:  # a file that cannot be opened or read is an error, not a count
+  with files.open_regular(path) as raw:  # a file that cannot be opened or read is an error, not a count
     try:
       with gzip.GzipFile(fileobj=raw) as f:
         # read1: one decompression step a call, so what was decompressed before a cut is returned before it raises.

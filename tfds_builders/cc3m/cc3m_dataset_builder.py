@@ -17,6 +17,7 @@ import tensorflow_datasets as tfds
 from absl import logging
 from etils import epath
 
+from capjax import files
 from tfds_builders import builder_base
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report
@@ -127,17 +128,18 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
 
   def _manual_files(self, manual_dir: epath.Path) -> dict[str, tuple[str, str]]:
     """split → (TSV path, its images' folders as one pattern: `images/SPLIT[.*]`); a missing manual dir or TSV is a
-    ManualDataError naming it."""
+    ManualDataError naming it, a TSV that is a FIFO or a device a `files.NotRegularError`."""
     if not manual_dir.exists():
       raise ManualDataError(f"the manual dir {manual_dir} does not exist — put the CC3M TSVs and img2dataset "
                             f"images there ({_INSTRUCTIONS_POINTER})")
-    files = {}
+    found = {}
     for split, name in TSV_FILES[self.builder_config.name].items():
       tsv = manual_dir / name
       if not tsv.exists():
         raise ManualDataError(f"{tsv} is missing — download {name} ({_INSTRUCTIONS_POINTER})")
-      files[split] = (os.fspath(tsv), os.fspath(manual_dir / IMAGES_DIR / split) + "[.*]")
-    return files
+      files.check_regular(tsv)  # read in the example generator: a FIFO or a device is refused before the build
+      found[split] = (os.fspath(tsv), os.fspath(manual_dir / IMAGES_DIR / split) + "[.*]")
+    return found
 
   # --- generation
 

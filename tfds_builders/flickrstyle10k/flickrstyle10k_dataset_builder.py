@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
-from etils import epath
 
+from capjax import files as capjax_files
 from capjax.text.lines import read_lines
 from tfds_builders import builder_base
 from tfds_builders import image_folder
@@ -210,7 +210,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
       names = [line.decode("utf-8", "replace").strip() for line in read_lines(files["names"])]
     else:
       try:
-        names = image_names(epath.Path(files["names"]).read_bytes(), files["names"])
+        names = image_names(capjax_files.read_regular(files["names"]), files["names"])
       except ValueError as e:
         raise ManualDataError(str(e)) from e
     humorous, romantic = read_captions(files["humorous"]), read_captions(files["romantic"])

@@ -15,8 +15,7 @@ import collections
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
-from etils import epath
-
+from capjax import files
 from capjax.image import io as image_io
 from tfds_builders.builder_base import ManualDataError
 from tfds_builders.img2dataset.shards import _parquet_path, _read_parquet_rows, shard_samples, verify_image
@@ -93,7 +92,7 @@ def failed_rows(tsv_path: str, labeled: bool, shards: Sequence[str], obtained_ur
 def _rows(tsv_path: str, labeled: bool, index, obtained: np.ndarray,
           reasons: dict[int, str]) -> Iterator[tuple[str, str, str]]:
   offset = 0
-  with epath.Path(tsv_path).open("rb") as f:
+  with files.open_regular(tsv_path) as f:
     for line in f:
       start, offset = offset, offset + len(line)
       fields = _parse_row(line, labeled)

@@ -1,5 +1,6 @@
 """img2dataset's shards read as streams: webdataset tars or the files layout, with their parquet sidecars; links,
-names that could escape and members over MAX_MEMBER_BYTES are never read. `shard_samples` gives a shard's images,
+names that could escape, FIFOs and devices (`capjax.files`' rule: their read would hang or never end) and members
+over MAX_MEMBER_BYTES are never read. `shard_samples` gives a shard's images,
 `shard_candidates` every row img2dataset was given (for captions that travel with the shards); `Where` and
 `read_images`, a second read of chosen samples' image bytes (the Beam paths' second pass)."""
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from etils import epath
 
+from capjax import files
 from capjax.image import io as image_io
 
 IMAGES_DIR = "images"
@@ -82,12 +84,17 @@ def _parquet_path(shard: str) -> str:
   return (shard[:-len(".tar")] if shard.endswith(".tar") else shard.rstrip("/")) + ".parquet"
 
 
+def _sidecar(path: str) -> bool:
+  """Whether a shard's parquet sidecar is there to read: a FIFO or a device in its place counts as no sidecar."""
+  return epath.Path(path).exists() and not files.special_kind(path)
+
+
 def _read_parquet(path: str) -> dict[str, str] | None:
   """key → url of the successful downloads img2dataset listed beside a shard, or None without the file."""
-  if not epath.Path(path).exists():
+  if not _sidecar(path):
     return None
   import pyarrow.parquet as pq  # noqa: PLC0415
-  with epath.Path(path).open("rb") as f:
+  with files.open_regular(path) as f:
     table = pq.read_table(f, columns=["key", "url", "status"]).to_pydict()
   return {k: u for k, u, s in zip(table["key"], table["url"], table["status"]) if s == "success" and k and u}
 
@@ -105,10 +112,19 @@ def _member_key(name: str) -> tuple[str, str] | None:
 
 def _tar_samples(path: str, counts: collections.Counter, with_text: bool = False,
                  with_images: bool = True) -> Iterator[Sample]:
-  """The samples of a webdataset tar, read as a stream: members are never extracted, links never followed."""
+  """The samples of a webdataset tar, read as a stream: members are never extracted, links never followed. A shard
+  that is a FIFO or a device (epath's `is_file()` lists it) is never read: an unsafe_member."""
   current: Sample | None = None
   try:
-    with epath.Path(path).open("rb") as f, tarfile.open(fileobj=f, mode="r|*") as tar:
+    shard = files.open_regular(path)
+  except files.NotRegularError:
+    counts["unsafe_member"] += 1
+    return
+  except OSError:  # gone since it was listed
+    counts["truncated_shard"] += 1
+    return
+  try:
+    with shard as f, tarfile.open(fileobj=f, mode="r|*") as tar:
       plain_tar = getattr(tar.fileobj, "comptype", "") == "tar"  # offsets in a compressed one are not the file's
       for member in tar:
         parsed = _member_key(member.name)
@@ -148,9 +164,9 @@ def _file_samples(path: str, counts: collections.Counter, with_text: bool = Fals
   names: dict[str, list[tuple[epath.Path, str]]] = collections.defaultdict(list)  # key -> [(file, extension)]
   for full in sorted(epath.Path(path).iterdir()):
     parsed = _member_key(full.name)
-    link = _is_link(full)
-    if link or parsed is None or not full.is_file():
-      counts["unsafe_member"] += link or parsed is None
+    unsafe = _is_link(full) or parsed is None or bool(files.special_kind(full))  # a FIFO would hang its read
+    if unsafe or not full.is_file():
+      counts["unsafe_member"] += unsafe
       continue
     if parsed[1] in _IMAGE_EXTENSIONS or parsed[1] == "json" or (with_text and parsed[1] == "txt"):
       names[parsed[0]].append((full, parsed[1]))
@@ -164,7 +180,7 @@ def _file_samples(path: str, counts: collections.Counter, with_text: bool = Fals
       if not with_images and extension in _IMAGE_EXTENSIONS:
         sample.image = b""  # there is an image: not read
         continue
-      data = full.read_bytes()
+      data = files.read_regular(full)
       sample.add(extension, data)
     yield sample
 
@@ -201,7 +217,7 @@ def read_images(shard: str, wanted: Iterable[Where]) -> Iterator[tuple[Where, by
   changed since `wanted` was taken (a key, length or CRC-32 differs, or a sample is gone)."""
   wanted = sorted(wanted, key=lambda w: w.number)
   if wanted and all(w.offset >= 0 for w in wanted):
-    with epath.Path(shard).open("rb") as f:
+    with files.open_regular(shard) as f:
       for where in wanted:
         f.seek(where.offset)
         yield where, _checked(shard, where, f.read(where.size))
@@ -264,10 +280,10 @@ _PARQUET_COLUMNS = ("key", "url", "caption", "status", "error_message", "width",
 
 def _read_parquet_rows(path: str) -> dict[str, dict[str, Any]] | None:
   """key → row of img2dataset's sidecar (every input row of the shard, failures too), or None without it."""
-  if not epath.Path(path).exists():
+  if not _sidecar(path):
     return None
   import pyarrow.parquet as pq  # noqa: PLC0415
-  with epath.Path(path).open("rb") as f:
+  with files.open_regular(path) as f:
     table = pq.read_table(f)
   columns = [c for c in _PARQUET_COLUMNS if c in table.column_names]
   data = table.select(columns).to_pydict()

@@ -12,6 +12,8 @@ import os
 import numpy as np
 from etils import epath
 
+from capjax import files
+
 
 def _url_hash(url: bytes) -> int:
   return int.from_bytes(hashlib.blake2b(url, digest_size=8).digest(), "little")
@@ -48,7 +50,7 @@ class TsvIndex:
   def __init__(self, path: str, labeled: bool):
     self.path, self.labeled = path, labeled
     # epath: the manual dir may be on GCS (Dataflow); a local file is memory-mapped, a remote one read by seeks.
-    self._file = epath.Path(path).open("rb")
+    self._file = files.open_regular(path)  # a FIFO would hang the read, a device never end it
     try:
       self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no file descriptor, or empty

@@ -16,6 +16,7 @@ from typing import Any
 
 from tensorflow_datasets.core.utils import tqdm_utils
 
+from capjax import files
 from capjax.strings import is_utf8
 from tfds_builders import image_folder
 from tfds_builders import report as report_lib
@@ -173,8 +174,7 @@ def read_checked(root: str, entry: Entry, stamp: tuple[int, int]) -> bytes:
   """The bytes of `entry`'s image, which its check found whole with (size, mtime_ns) `stamp`; a ManualDataError
   when the file has changed since, so that what is written is what the report counted."""
   path = os.path.join(root, entry.folder, entry.file_name)
-  with open(path, "rb") as f:
-    data = f.read()
+  data = files.read_regular(path)
   if (len(data), os.stat(path).st_mtime_ns) != stamp:
     raise ManualDataError(f"{path} changed while the dataset was being built — build it again once nothing "
                           "writes to the image folder")

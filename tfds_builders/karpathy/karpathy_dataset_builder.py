@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
+from capjax import files
 from tfds_builders import builder_base
+from tfds_builders import image_folder
 from tfds_builders.builder_base import LocalCodePath, ManualDataError
 from tfds_builders.karpathy import entries as entries_lib
 
@@ -119,7 +121,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
                             f"({_INSTRUCTIONS_POINTER})")
     what_to_do = f"give the released {config.json_name} ({_INSTRUCTIONS_POINTER})"
     try:
-      data = json.loads(path.read_bytes())
+      data = json.loads(files.read_regular(path))  # a FIFO would hang the read, a device never end it
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
       raise entries_lib.not_the_format(os.fspath(path), f"JSON ({str(e)[:80]})", what_to_do) from e
     keys = entries_lib.FILE_KEYS[:-1] + (entries_lib.COCO_FORMAT_KEYS if config.coco_format else ())

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
+from capjax import files
 from capjax.strings import is_utf8
 from tfds_builders import builder_base
 from tfds_builders import image_folder
@@ -158,7 +159,7 @@ class Builder(LocalCodePath, tfds.core.GeneratorBasedBuilder):
     if not images.is_dir():
       raise ManualDataError(f"{images} is missing — download COCO's val2014 images ({_INSTRUCTIONS_POINTER})")
     try:
-      data = json.loads(path.read_bytes())
+      data = json.loads(files.read_regular(path))
     except (ValueError, RecursionError) as e:
       raise ManualDataError(
           f"{path} is not JSON ({str(e)[:80]}) — download it again ({_INSTRUCTIONS_POINTER})") from e
