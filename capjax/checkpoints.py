@@ -21,7 +21,7 @@ import ml_collections
 import orbax.checkpoint as ocp
 from absl import logging
 
-from capjax import cli, distributed
+from capjax import cli, distributed, model_io
 from capjax.strings import decimal
 from capjax.config_util import ConfigError
 
@@ -66,11 +66,14 @@ def best_step(mngr: ocp.CheckpointManager) -> int | None:
 
 def restore_state(mngr: ocp.CheckpointManager, step: int, setup,
                   data_iter: grain.DatasetIterator | None = None) -> Any:
-  """The train state of checkpoint `step` on `setup`'s mesh (`capjax.train.Setup`), and the data iterator's."""
+  """The train state of checkpoint `step` on `setup`'s mesh (`capjax.train.Setup`), and the data iterator's. A damaged
+  one raises orbax's error alone: its other reads finish before orbax closes their loop
+  (`model_io.settled_event_loops`)."""
   args = {"state": ocp.args.StandardRestore(abstract_state(setup))}
   if data_iter is not None:
     args["data"] = grain.checkpoint.CheckpointRestore(data_iter)
-  return mngr.restore(step, args=ocp.args.Composite(**args))["state"]
+  with model_io.settled_event_loops():
+    return mngr.restore(step, args=ocp.args.Composite(**args))["state"]
 
 
 DAMAGED_DIRNAME = "checkpoints.damaged"  # beside checkpoints/: where checkpoints that cannot be restored are moved

@@ -11,10 +11,14 @@ shapes and dtypes of a target and refuses one of other shapes (orbax restores a 
 target's shape differs). Nothing is pickled: orbax stores arrays and their tree, the descriptions are text.
 
 Errors are `ParamsError`s whose message says what is wrong; the callers add what to do with their own model.
+`settled_event_loops` is the one way every restore (these trees, and `capjax.checkpoints`' train states) reads: a
+damaged checkpoint is then one error, without TensorStore's tracebacks of reads that ended after orbax's loop closed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import pathlib
 import shutil
@@ -26,6 +30,44 @@ import jax
 import numpy as np
 
 STAGING_PREFIX = ".saving-"
+SETTLE_SECONDS = 300.0  # the longest a closing event loop waits for its pending tasks (a restore's remaining reads)
+
+
+class _SettlingLoop(asyncio.SelectorEventLoop):
+  """An event loop that lets its pending tasks finish before it closes.
+
+  Orbax runs each restore's coroutine in a fresh loop (`asyncio_utils.run_sync`: `run_until_complete`, then
+  `close`). When one of its reads fails (a garbled `manifest.ocdbt`: every array's read fails), `asyncio.gather`
+  raises at the first failure while the other reads' tasks still await TensorStore futures, and the loop is closed
+  under them. Each of those futures then completes in a TensorStore thread, whose callback calls the closed loop's
+  `call_soon_threadsafe`: `RuntimeError: Event loop is closed`, which TensorStore can only report through
+  `sys.unraisablehook`: one traceback a read, dozens on stderr beside the command's one error line.
+  Waiting for those tasks here lets every callback reach a loop that still runs."""
+
+  def close(self) -> None:
+    if not self.is_closed() and not self.is_running():
+      pending = asyncio.all_tasks(self)
+      if pending:  # their outcomes are the restore's own failure, already raised: awaited only to be delivered
+        self.run_until_complete(asyncio.wait(pending, timeout=SETTLE_SECONDS))
+    super().close()
+
+
+class _SettlingPolicy(asyncio.DefaultEventLoopPolicy):
+  def new_event_loop(self) -> asyncio.AbstractEventLoop:
+    return _SettlingLoop()
+
+
+@contextlib.contextmanager
+def settled_event_loops():
+  """Inside, every new asyncio event loop (orbax makes one for each restore) finishes its pending tasks before it closes
+  (`_SettlingLoop`), so that a failed restore leaves no TensorStore read to report on a closed loop. The policy is
+  the process's while inside: restores run in the main thread, one at a time."""
+  previous = asyncio.get_event_loop_policy()
+  asyncio.set_event_loop_policy(_SettlingPolicy())
+  try:
+    yield
+  finally:
+    asyncio.set_event_loop_policy(previous)
 
 
 class WeightsError(ValueError):
@@ -99,7 +141,7 @@ def restore(path: str | os.PathLike[str], target: Any) -> Any:
   path = pathlib.Path(path)
   zeros = jax.tree.map(lambda a: np.zeros(a.shape, a.dtype), target)
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
+    with settled_event_loops(), ocp.StandardCheckpointer() as checkpointer:
       restored = checkpointer.restore(path, zeros)
   except Exception as error:  # orbax and tensorstore raise many types for a missing, cut or foreign checkpoint
     raise RestoreError(path, error) from error

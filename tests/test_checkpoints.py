@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 
 import flax.linen as nn
 import jax
@@ -145,6 +146,15 @@ def _other_shapes(step_dir, data_dir):
   shutil.copytree(other / "checkpoints" / "4", step_dir)
 
 
+def _unraisable(monkeypatch) -> list:
+  """What reaches `sys.unraisablehook` from here on: the errors of TensorStore's threads, such as a read of a damaged
+  checkpoint that ends after orbax closed its event loop (`RuntimeError: Event loop is closed`, a traceback each on
+  stderr; `model_io.settled_event_loops` prevents them)."""
+  seen = []
+  monkeypatch.setattr(sys, "unraisablehook", seen.append)
+  return seen
+
+
 @pytest.fixture(scope="module")
 def four_steps(data_dir, tmp_path_factory):
   """A workdir trained to step 4 without interruption (checkpoints 2 and 4), and its parameters at step 4."""
@@ -175,9 +185,11 @@ def test_a_checkpoint_that_cannot_be_restored_is_set_aside_and_the_run_resumes_f
   config = _config(data_dir)
   config.update(num_train_steps=4 if trained_on else 2, eval_every=1000, checkpoint_every=2)
   _scored_evaluations(monkeypatch)
+  unraisable = _unraisable(monkeypatch)
   with caplog.at_level(logging.INFO):
     result = train.train_and_evaluate(config, str(workdir))
   assert "interrupted_at" not in result
+  assert [repr(u.exc_value) for u in unraisable] == []
   assert re.search(r"checkpoint 4 in \S+ cannot be restored: \w+", caplog.text), caplog.text
   assert f"checkpoint 4 set aside as {workdir}/checkpoints.damaged/4" in caplog.text
   assert "Resumed from step 2" in caplog.text
@@ -200,8 +212,10 @@ def test_when_no_checkpoint_restores_nothing_is_moved_and_the_error_names_each(f
   config = _config(data_dir)
   config.update(num_train_steps=4, eval_every=1000, checkpoint_every=2)
   _scored_evaluations(monkeypatch)
+  unraisable = _unraisable(monkeypatch)
   with pytest.raises(ConfigError) as e:
     train.train_and_evaluate(config, str(workdir))
+  assert [repr(u.exc_value) for u in unraisable] == []
   assert re.fullmatch(rf"no checkpoint in {workdir}/checkpoints can be restored \(step 4: \w+: .+; step 2: \w+: .+\) "
                       r"— if the config changed the model, resume with the run's own \(config.json\); otherwise "
                       r"move checkpoints/ aside to start over", str(e.value)), str(e.value)

@@ -2,7 +2,10 @@
 a round trip keeps dtypes and bytes, a save cut short leaves no description and no temporary folder, a checkpoint
 of other shapes or none at all is refused with the module's errors, and the loop draws what it always drew."""
 
+import asyncio
 import json
+import threading
+import time
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +69,47 @@ def test_other_shapes_or_no_checkpoint_are_refused(tmp_path):
     model_io.restore(tmp_path / "nowhere", TREE)
   assert isinstance(missing.value, model_io.ParamsError) and str(missing.value).startswith(
       f"{tmp_path / 'nowhere'} could not be restored (")
+
+
+def _failed_restore_with_a_read_pending() -> tuple[list[str], list[str]]:
+  """(what the pending read delivered, the errors its completion met) of a restore run as orbax runs each one (its
+  `asyncio_utils.run_sync`: a fresh event loop, closed when the coroutine returns or raises) that fails at one read
+  while another is still pending, completed 0.2 s later by another thread as TensorStore completes its futures."""
+  from orbax.checkpoint._src import asyncio_utils
+  delivered, errors, threads = [], [], []
+
+  def complete(loop, future):
+    time.sleep(0.2)
+    try:
+      loop.call_soon_threadsafe(future.set_result, "array")
+    except RuntimeError as error:  # TensorStore can only pass it to sys.unraisablehook: a traceback on stderr
+      errors.append(str(error))
+
+  async def read():
+    future = asyncio.get_running_loop().create_future()
+    threads.append(threading.Thread(target=complete, args=(asyncio.get_running_loop(), future)))
+    threads[-1].start()
+    delivered.append(await future)
+
+  async def damaged_read():
+    raise ValueError("DATA_LOSS: Error decoding manifest")
+
+  async def restore():
+    await asyncio.gather(read(), damaged_read())
+
+  with pytest.raises(ValueError, match="DATA_LOSS"):
+    asyncio_utils.run_sync(restore())
+  threads[0].join()
+  return delivered, errors
+
+
+def test_a_failed_restores_pending_reads_finish_before_its_event_loop_closes():
+  # Orbax's own loop closes under the pending read. Should this fail, orbax waits for its reads itself, and
+  # `settled_event_loops` can go.
+  assert _failed_restore_with_a_read_pending() == ([], ["Event loop is closed"])
+  with model_io.settled_event_loops():
+    assert _failed_restore_with_a_read_pending() == (["array"], [])
+  assert type(asyncio.get_event_loop_policy()) is asyncio.DefaultEventLoopPolicy  # the process's policy again
 
 
 def test_epoch_batches_are_whole_batches_of_a_seeded_permutation():
