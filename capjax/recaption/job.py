@@ -290,5 +290,5 @@ def run(job: Job, log: Callable[[str], None] = lambda text: print(text, file=sys
       break
   meter.finish()
   seconds = time.monotonic() - start_time
-  return {"written": written, "examples": total, "step": step,
+  return {"written": written, "examples": total, "step": step, "batch_shards": shards,
           "images_per_s": written / seconds if seconds > 0 else None, "seconds": seconds}
