@@ -119,7 +119,8 @@ def resolve(request: Request) -> Job:
   if request.decode not in SEARCHES:
     raise RecaptionInputError(f"--decode={request.decode} — choose greedy or beam (or leave it to the workdir's "
                               "config)")
-  files.output_file(request.output, "--output", inputs={"--workdir": request.workdir}, example="captions.jsonl")
+  workdir_inputs = [request.workdir, *(os.path.join(request.workdir, n) for n in ("vocab.txt", "config.json"))]
+  files.output_file(request.output, "--output", inputs={"--workdir": workdir_inputs}, example="captions.jsonl")
   files.output_file(journal.settings_path(request.output), "--output", example="captions.jsonl")
   try:
     config = matrix.load_workdir_config(request.workdir, "--workdir")
