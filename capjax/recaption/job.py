@@ -269,6 +269,7 @@ def run(job: Job, log: Callable[[str], None] = lambda text: print(text, file=sys
   meter = progress.Progress("recaption", len(window), every=r.progress_every, log=log, unit="images",
                             failed="failed")
   start_time, written = time.monotonic(), 0
+  after_first = (start_time, 0)
   for number, b in enumerate(pipeline.eval_batches(window, config.dataset.image_size, batch, None, setup.inputs.key)):
     index = b.pop("index")
     tokens, scores = search(params, sharding.host_to_global(b, setup.mesh)["image"])
@@ -286,10 +287,15 @@ def run(job: Job, log: Callable[[str], None] = lambda text: print(text, file=sys
       journal.append(r.output, lines)
     written += len(lines)
     meter.update(len(lines))
+    if number == 0:  # the first batch compiles the search: the steady rate is measured after it
+      after_first = (time.monotonic(), written)
     if r.stop_after is not None and number + 1 >= r.stop_after:
       log(f"recaption: stopped after {number + 1} batches (stop_after)")
       break
   meter.finish()
-  seconds = time.monotonic() - start_time
+  now = time.monotonic()
+  seconds = now - start_time
+  steady = (written - after_first[1]) / (now - after_first[0]) if written > after_first[1] else None
   return {"written": written, "examples": total, "step": step, "batch_shards": shards,
-          "images_per_s": written / seconds if seconds > 0 else None, "seconds": seconds}
+          "images_per_s": written / seconds if seconds > 0 else None, "steady_images_per_s": steady,
+          "seconds": seconds}
