@@ -69,21 +69,37 @@ def token_loop(fns: StepFunctions, state: Any, rows: int, max_len: int, start: i
   """The one left-to-right loop of greedy search and sampling: from the token `start` and the decoder `state` of
   `rows` rows, `choose(logits, i)` picks each row's token at position i; (rows, max_len) token ids, EOS once then
   PAD. Stops when every row has ended."""
+  return scored_token_loop(fns, state, rows, max_len, start, choose, score=False)[0]
+
+
+def scored_token_loop(fns: StepFunctions, state: Any, rows: int, max_len: int, start: int,
+                      choose: Callable[[jax.Array, jax.Array], jax.Array],
+                      score: bool = True) -> tuple[jax.Array, jax.Array]:
+  """`token_loop`, and each row's log-probability of the tokens it chose (EOS included; (rows,) float32) with
+  `score`: the figure recaptioning writes beside a greedy caption. The tokens are the same either way (the scores
+  only read the logits the choice was made from)."""
   out = jnp.full((rows, max_len), PAD_ID, jnp.int32)
 
   def cond(carry):
-    i, _, _, done, _ = carry
+    i, _, _, done, _, _ = carry
     return (i < max_len) & ~jnp.all(done)
 
   def body(carry):
-    i, state, token, done, out = carry
+    i, state, token, done, out, logp = carry
     logits, state = fns.step(state, token, i)
-    nxt = jnp.where(done, PAD_ID, choose(logits, i).astype(jnp.int32))
+    chosen = choose(logits, i).astype(jnp.int32)
+    nxt = jnp.where(done, PAD_ID, chosen)
+    if score:
+      step_logp = logits if fns.log_probs else jax.nn.log_softmax(logits.astype(jnp.float32))
+      taken = jnp.take_along_axis(step_logp, chosen[:, None], axis=-1)[:, 0]
+      logp = logp + jnp.where(done, 0.0, taken)
     out = jax.lax.dynamic_update_slice_in_dim(out, nxt[:, None], i, axis=1)
-    return i + 1, state, nxt, done | (nxt == EOS_ID), out
+    return i + 1, state, nxt, done | (nxt == EOS_ID), out, logp
 
-  init = (jnp.int32(0), state, jnp.full((rows,), start, jnp.int32), jnp.zeros((rows,), bool), out)
-  return jax.lax.while_loop(cond, body, init)[-1]
+  init = (jnp.int32(0), state, jnp.full((rows,), start, jnp.int32), jnp.zeros((rows,), bool), out,
+          jnp.zeros((rows,), jnp.float32))
+  _, _, _, _, out, logp = jax.lax.while_loop(cond, body, init)
+  return out, logp
 
 
 def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int, start: int = BOS_ID) -> jax.Array:
@@ -91,6 +107,13 @@ def greedy_search(fns: StepFunctions, inputs: jax.Array, max_len: int, start: in
   Stops when every row has ended."""
   return token_loop(fns, fns.init(inputs), inputs.shape[0], max_len, start,
                     lambda logits, i: jnp.argmax(logits, axis=-1))
+
+
+def greedy_search_scored(fns: StepFunctions, inputs: jax.Array, max_len: int,
+                         start: int = BOS_ID) -> tuple[jax.Array, jax.Array]:
+  """`greedy_search`'s tokens and each caption's log-probability (B,)."""
+  return scored_token_loop(fns, fns.init(inputs), inputs.shape[0], max_len, start,
+                           lambda logits, i: jnp.argmax(logits, axis=-1))
 
 
 def greedy(model: Captioner, params: Any, inputs: jax.Array, max_len: int) -> jax.Array:
@@ -134,7 +157,15 @@ class BeamState:
 def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: int = 4,
                 alpha: float = 0.6, start: int = BOS_ID) -> tuple[jax.Array, jax.Array]:
   """The best sequence per image under log p / GNMT penalty, from the token `start` (BOS, or a style tag):
-  (tokens (B, max_len), scores (B,)).
+  (tokens (B, max_len), scores (B,)): the first of `beam_hypotheses`."""
+  seqs, scores = beam_hypotheses(fns, inputs, max_len, beam_size, alpha, start)
+  return seqs[:, 0], scores[:, 0]
+
+
+def beam_hypotheses(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: int = 4,
+                    alpha: float = 0.6, start: int = BOS_ID) -> tuple[jax.Array, jax.Array]:
+  """The k = `beam_size` best finished sequences per image, best first: (tokens (B, k, max_len), scores (B, k));
+  a score of NEG_INF marks a slot no hypothesis filled (recaptioning writes the k best).
 
   Top-2k expansion keeps k live beams even when k candidates end; a finished hypothesis is scored with the
   penalty of its length (EOS included). The loop exits when no live beam can beat the k-th finished one.
@@ -181,4 +212,4 @@ def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: 
       fin_scores=jnp.full((batch, k), NEG_INF, jnp.float32),
       fin_seqs=jnp.full((batch, k, max_len), PAD_ID, jnp.int32))
   final = jax.lax.while_loop(cond, body, init)
-  return final.fin_seqs[:, 0], final.fin_scores[:, 0]
+  return final.fin_seqs, final.fin_scores

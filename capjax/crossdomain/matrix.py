@@ -131,17 +131,19 @@ def checkpoint_steps(workdir: str) -> list[int]:
   return sorted(int(n) for n in names if n.isdigit() and os.path.isdir(os.path.join(folder, n)))
 
 
-def load_workdir_config(workdir: str) -> ml_collections.ConfigDict:
+def load_workdir_config(workdir: str, flag: str = "--workdirs") -> ml_collections.ConfigDict:
   """The config a workdir's run was trained with (its config.json), after checking that the workdir holds a trained
-  model: a MatrixInputError that says what to do otherwise."""
-  flag = f"--workdirs: {workdir}"
+  model: a MatrixInputError that says what to do otherwise. `flag` is the command's (`capjax.recaption` takes one
+  --workdir, which it cannot leave out)."""
+  leave = ", or leave it out" if flag == "--workdirs" else ""
+  flag = f"{flag}: {workdir}" if flag == "--workdirs" else f"{flag}={workdir}"
   if not os.path.isdir(workdir):
     what = "is a file, not a directory" if os.path.exists(workdir) else "does not exist"
     raise MatrixInputError(f"{flag} {what} — give the workdir of a training run (`python -m capjax.main "
                            "--workdir=DIR`)")
   if not os.path.exists(os.path.join(workdir, VOCAB_FILENAME)):
     raise MatrixInputError(f"{flag} has no {VOCAB_FILENAME}, so it holds no trained model — train it first "
-                           f"(`python -m capjax.main --config=... --workdir={workdir}`), or leave it out")
+                           f"(`python -m capjax.main --config=... --workdir={workdir}`){leave}")
   path = os.path.join(workdir, CONFIG_FILENAME)
   try:
     with open(path, encoding="utf-8") as f:
@@ -156,7 +158,7 @@ def load_workdir_config(workdir: str) -> ml_collections.ConfigDict:
                            "(`python -m capjax.main --config=... --workdir=...`), which writes it again") from None
   if not checkpoint_steps(workdir):
     raise MatrixInputError(f"{flag} has no checkpoint in {os.path.join(workdir, 'checkpoints')} — train it until it "
-                           f"saves one (`python -m capjax.main --config=... --workdir={workdir}`), or leave it out")
+                           f"saves one (`python -m capjax.main --config=... --workdir={workdir}`){leave}")
   try:
     return ml_collections.ConfigDict(_tuples(saved))
   except (TypeError, ValueError, KeyError) as error:

@@ -25,7 +25,6 @@ import tensorflow_datasets as tfds
 
 from capjax import files
 from tfds_builders import builder_base
-from tfds_builders import image_folder
 from tfds_builders.builder_base import LocalCodePath, ManualDataError
 from tfds_builders.karpathy import entries as entries_lib
 
