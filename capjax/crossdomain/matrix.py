@@ -23,8 +23,8 @@ from capjax import inference
 from capjax.config_util import ConfigError
 from capjax.crossdomain import paper
 from capjax.data import integrity, sources
+from capjax.data.captions import all_captions, captions_of
 from capjax.data.vocab import VOCAB_FILENAME
-from capjax.strings import as_str
 
 CONFIG_FILENAME = "config.json"  # what capjax.workdir writes at a run's start
 # (our metric key, its column name): the paper's three metrics and SPICE, then the grounded hallucination rates.
@@ -243,9 +243,9 @@ def training_captions(dataset: ml_collections.ConfigDict) -> list[str]:
       source = builder.as_data_source(split=d.train_split, decoders=skip or None)
       if d.get("caption_field"):
         source = sources.caption_field_view(source, d.caption_field)
-      return [as_str(c) for i in range(len(source)) for c in source[i]["captions"]]
+      return list(all_captions(source))
   source = sources.train_source(d)
-  return [as_str(c) for i in range(len(source)) for c in source[i]["captions"]]
+  return list(all_captions(source))
 
 
 def spice_unavailable() -> str | None:
@@ -377,7 +377,7 @@ def compute(workdirs: Sequence[str], test_sets: Sequence[TestSet], output: str, 
         indices, predictions = evaluate_lib.decode_split(setup, params, source, vocab, config, num_examples)
         if t.spec not in references:
           records = [source[j] for j in indices]
-          references[t.spec] = [[as_str(c) for c in r["captions"]] for r in records]
+          references[t.spec] = [captions_of(r) for r in records]
           found = [evaluate_lib.record_objects(r) for r in records]
           objects[t.spec] = None if any(o is None for o in found) else found
           _write_json(os.path.join(output, "references", f"{names[t.spec]}.json"), coco_references(references[t.spec]))
