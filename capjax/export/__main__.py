@@ -91,13 +91,19 @@ def main(argv: Sequence[str]) -> int:
     config.model.encoder.weights = os.path.expanduser(_WEIGHTS.value)
   cli.quiet_library_logs()
   from capjax.config_util import ConfigError  # noqa: PLC0415 (jax and TensorFlow load after the flags are good)
-  from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415
-  from capjax.export import build  # noqa: PLC0415
-  from capjax.models.inception_resnet_v2 import WeightsError  # noqa: PLC0415
-  try:
-    decoder = build.decoder(config, workdir, _STEP.value)
-  except (ConfigError, DatasetNotBuiltError, FileNotFoundError, NotADirectoryError, WeightsError) as error:
-    cli.fail(str(error))
+  # TensorFlow (through the data package) and the devices start here: their start-up notices are no news. The
+  # error line is written after the block, so that it stays the last line on stderr.
+  message = None
+  with cli.quiet_native_startup():
+    from capjax.data.sources import DatasetNotBuiltError  # noqa: PLC0415
+    from capjax.export import build  # noqa: PLC0415
+    from capjax.models.inception_resnet_v2 import WeightsError  # noqa: PLC0415
+    try:
+      decoder = build.decoder(config, workdir, _STEP.value)
+    except (ConfigError, DatasetNotBuiltError, FileNotFoundError, NotADirectoryError, WeightsError) as error:
+      message = str(error)
+  if message is not None:
+    cli.fail(message)
   path = build.write(decoder, workdir, output, _OVERWRITE.value)
   print(f"export of {workdir} step {decoder.step} ({decoder.settings['method']}, {decoder.k} per image): {path}")
   return 0

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from capjax import cli
 from capjax import decode as decode_lib
 from capjax import inference
 from capjax.config_util import ConfigError
@@ -131,7 +132,8 @@ def write_jax(dec: Decoder, folder: str) -> None:
 def write_saved_model(dec: Decoder, folder: str) -> None:
   """The SavedModel whose `serving_default` maps `images` (encoded JPEG/PNG bytes, any batch) to `captions` and
   `scores` (both [batch, k])."""
-  from capjax.export import tf_graph  # noqa: PLC0415 (TensorFlow loads only for the SavedModel)
+  with cli.quiet_native_startup():  # TensorFlow's start-up lines (oneDNN, CUDA probes) are no news to the user
+    from capjax.export import tf_graph  # noqa: PLC0415 (TensorFlow loads only for the SavedModel)
   tf_graph.save(dec.fn, dec.params, dec.vocab.words, dec.image_size, folder)
 
 
