@@ -128,6 +128,20 @@ def length_penalty(length: jax.Array, alpha: float) -> jax.Array:
   return ((5.0 + length.astype(jnp.float32)) / 6.0) ** alpha
 
 
+def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+  """`jax.lax.top_k` over the last axis (the k largest, ties to the lower index) as one stable sort, because
+  TensorFlow 2.21 cannot run an exported `lax.top_k` (JAX writes it as a StableHLO composite newer than TF reads):
+  a sort is plain StableHLO, and `capjax.export`'s SavedModel decodes with it."""
+  # `lax.top_k` orders floats totally (+0.0 above -0.0), where `lax.sort` takes the two zeros for one: sort on the
+  # total order's integer key instead, inverted bitwise for largest first (a negation would overflow at INT_MIN).
+  bits = jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.int32)
+  key = jnp.where(bits < 0, bits ^ jnp.int32(0x7FFFFFFF), bits)
+  index = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
+  _, index = jax.lax.sort((~key, index), dimension=x.ndim - 1, is_stable=True, num_keys=1)
+  index = index[..., :k]
+  return jnp.take_along_axis(x, index, axis=-1), index
+
+
 def _tile(tree: State, k: int) -> State:
   return jax.tree.map(lambda x: jnp.repeat(x, k, axis=0), tree)
 
@@ -165,7 +179,7 @@ def beam_search(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: 
 def beam_hypotheses(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_size: int = 4,
                     alpha: float = 0.6, start: int = BOS_ID) -> tuple[jax.Array, jax.Array]:
   """The k = `beam_size` best finished sequences per image, best first: (tokens (B, k, max_len), scores (B, k));
-  a score of NEG_INF marks a slot no hypothesis filled (recaptioning writes the k best).
+  a score of NEG_INF marks a slot no hypothesis filled (recaptioning writes the k best; an export serves them).
 
   Top-2k expansion keeps k live beams even when k candidates end; a finished hypothesis is scored with the
   penalty of its length (EOS included). The loop exits when no live beam can beat the k-th finished one.
@@ -184,7 +198,7 @@ def beam_hypotheses(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_si
     vocab = logits.shape[-1]
     logp = (logits if fns.log_probs else jax.nn.log_softmax(logits.astype(jnp.float32))).reshape(batch, k, vocab)
     cand = (live_logp[:, :, None] + logp).reshape(batch, k * vocab)
-    top_logp, top_index = jax.lax.top_k(cand, 2 * k)
+    top_logp, top_index = top_k(cand, 2 * k)
     parent, token = top_index // vocab, (top_index % vocab).astype(jnp.int32)
     seqs = jnp.take_along_axis(live_seqs, parent[:, :, None], axis=1)
     seqs = jax.lax.dynamic_update_slice_in_dim(seqs, token[:, :, None], i, axis=2)
@@ -193,11 +207,11 @@ def beam_hypotheses(fns: StepFunctions, inputs: jax.Array, max_len: int, beam_si
     new_fin = jnp.where(ended, top_logp / length_penalty(i + 1, alpha), NEG_INF)
     all_scores = jnp.concatenate([s.fin_scores, new_fin], axis=1)
     all_seqs = jnp.concatenate([s.fin_seqs, seqs], axis=1)
-    fin_scores, keep = jax.lax.top_k(all_scores, k)
+    fin_scores, keep = top_k(all_scores, k)
     fin_seqs = jnp.take_along_axis(all_seqs, keep[:, :, None], axis=1)
     # Live: the best k candidates that did not end.
     live_cand = jnp.where(ended, NEG_INF, top_logp)
-    live_logp, keep = jax.lax.top_k(live_cand, k)
+    live_logp, keep = top_k(live_cand, k)
     live_seqs = jnp.take_along_axis(seqs, keep[:, :, None], axis=1)
     state = _gather_beams(state, jnp.take_along_axis(parent, keep, axis=1), batch, k)
     last = jnp.take_along_axis(token, keep, axis=1).reshape(batch * k)

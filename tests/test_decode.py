@@ -211,6 +211,19 @@ def test_early_exit_waits_for_a_caption_the_penalty_prefers(params):
   np.testing.assert_array_equal(tokens, _padded(BEAM[0.6][7:] * NUM_IMAGES))
 
 
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_sort_based_top_k_equals_lax_top_k_ties_included(k):
+  """Beam search's top-k is a stable sort (TensorFlow cannot run an exported `lax.top_k`): the same values and
+  indices as `lax.top_k`, ties to the lower index, on rows full of ties, NEG_INF slots and signed zeros."""
+  rng = np.random.default_rng(0)
+  x = rng.choice(np.asarray([-1e9, -2.5, -1.0, -0.0, 0.0, -0.25], np.float32), size=(64, 12))
+  x = np.concatenate([x, rng.normal(size=(4, 12)).astype(np.float32), np.full((1, 12), -1e9, np.float32)])
+  want_values, want_index = jax.lax.top_k(x, k)
+  got_values, got_index = jax.jit(decode.top_k, static_argnums=1)(x, k)
+  np.testing.assert_array_equal(got_values, want_values)
+  np.testing.assert_array_equal(got_index, want_index)
+
+
 def test_beam_of_one_is_greedy(params):
   beam, _ = _beam(params, FEATURES, 0.0, 1)
   np.testing.assert_array_equal(beam, _greedy(params, FEATURES, True))
