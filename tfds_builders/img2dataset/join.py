@@ -14,7 +14,7 @@ import numpy as np
 from capjax.image import io as image_io
 from tfds_builders import report as report_lib
 from tfds_builders.progress import Progress
-from tfds_builders.img2dataset.shards import (Where, _parquet_path, _read_parquet, read_images, shard_samples,
+from tfds_builders.img2dataset.shards import (Where, parquet_path, read_parquet, read_images, shard_samples,
                                               verify_image)
 from tfds_builders.img2dataset.tsv import TsvIndex, tsv_index
 
@@ -53,7 +53,7 @@ def shard_events(shard: str, tsv_path: str, labeled: bool, number: int = 0,
   path groups by row; `shard_examples` reads the winners back."""
   index = tsv_index(tsv_path, labeled)
   counts: collections.Counter = collections.Counter(shards=1)
-  parquet_urls = _read_parquet(_parquet_path(shard))
+  parquet_urls = read_parquet(parquet_path(shard))
   if parquet_urls is None:
     counts["shard_without_parquet"] += 1
   for sample_number, sample in enumerate(shard_samples(shard, counts, with_images=with_images)):

@@ -18,8 +18,8 @@ import numpy as np
 from capjax import files
 from capjax.image import io as image_io
 from tfds_builders.builder_base import ManualDataError
-from tfds_builders.img2dataset.shards import _parquet_path, _read_parquet_rows, shard_samples, verify_image
-from tfds_builders.img2dataset.tsv import _parse_row, tsv_index
+from tfds_builders.img2dataset.shards import parquet_path, read_parquet_rows, shard_samples, verify_image
+from tfds_builders.img2dataset.tsv import parse_row, tsv_index
 
 def _one_line(text: str) -> str:
   return " ".join(str(text).split())
@@ -47,7 +47,7 @@ def _reasons(index, shards: Iterable[str], obtained: np.ndarray) -> tuple[dict[i
   without an example are decoded."""
   reasons, listed = _Reasons(), False
   for shard in shards:
-    rows = _read_parquet_rows(_parquet_path(shard)) or {}
+    rows = read_parquet_rows(parquet_path(shard)) or {}
     for row in rows.values():
       url = row.get("url")
       found = index.lookup(url) if isinstance(url, str) else None
@@ -95,7 +95,7 @@ def _rows(tsv_path: str, labeled: bool, index, obtained: np.ndarray,
   with files.open_regular(tsv_path) as f:
     for line in f:
       start, offset = offset, offset + len(line)
-      fields = _parse_row(line, labeled)
+      fields = parse_row(line, labeled)
       found = index.lookup(fields[1]) if fields is not None else None
       if found is None or found[1] != start or obtained[found[0]]:
         continue  # a header, a malformed row, a later row of a url, or a row with its example

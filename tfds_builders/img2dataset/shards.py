@@ -80,7 +80,7 @@ def split_shards(images_root: str, split: str) -> list[str]:
   return [shard for folder in folders for shard in list_shards(os.fspath(folder))]
 
 
-def _parquet_path(shard: str) -> str:
+def parquet_path(shard: str) -> str:
   return (shard[:-len(".tar")] if shard.endswith(".tar") else shard.rstrip("/")) + ".parquet"
 
 
@@ -89,7 +89,7 @@ def _sidecar(path: str) -> bool:
   return epath.Path(path).exists() and not files.special_kind(path)
 
 
-def _read_parquet(path: str) -> dict[str, str] | None:
+def read_parquet(path: str) -> dict[str, str] | None:
   """key → url of the successful downloads img2dataset listed beside a shard, or None without the file."""
   if not _sidecar(path):
     return None
@@ -278,7 +278,7 @@ _PARQUET_COLUMNS = ("key", "url", "caption", "status", "error_message", "width",
                     "original_height")
 
 
-def _read_parquet_rows(path: str) -> dict[str, dict[str, Any]] | None:
+def read_parquet_rows(path: str) -> dict[str, dict[str, Any]] | None:
   """key → row of img2dataset's sidecar (every input row of the shard, failures too), or None without it."""
   if not _sidecar(path):
     return None
@@ -295,7 +295,7 @@ def shard_candidates(shard: str, counts: collections.Counter) -> Iterator[Candid
   successes whose image is not in the shard: status `missing_image`). The caption is the sample's .txt, else its
   .json or parquet `caption`. Shard-side counts (IMAGE_KEYS) go into `counts`."""
   counts["shards"] += 1
-  rows = _read_parquet_rows(_parquet_path(shard))
+  rows = read_parquet_rows(parquet_path(shard))
   if rows is None:
     counts["shard_without_parquet"] += 1
     rows = {}

@@ -19,7 +19,7 @@ def _url_hash(url: bytes) -> int:
   return int.from_bytes(hashlib.blake2b(url, digest_size=8).digest(), "little")
 
 
-def _parse_row(line: bytes, labeled: bool) -> tuple[str, ...] | None:
+def parse_row(line: bytes, labeled: bool) -> tuple[str, ...] | None:
   """The fields of one TSV line (caption, url[, labels, mids, confidences]), or None when malformed."""
   fields = line.rstrip(b"\r\n").split(b"\t")
   if len(fields) != (5 if labeled else 2) or not fields[0].strip() or not fields[1].strip():
@@ -65,7 +65,7 @@ class TsvIndex:
       if not line.strip():
         continue
       self.tsv_rows += 1
-      fields = _parse_row(line, labeled)
+      fields = parse_row(line, labeled)
       if fields is None:
         self.malformed_row += 1
         continue
@@ -110,7 +110,7 @@ class TsvIndex:
     else:
       self._file.seek(offset)
       line = self._file.read(length)
-    return offset, _parse_row(line, self.labeled)
+    return offset, parse_row(line, self.labeled)
 
 
 @functools.lru_cache(maxsize=4)
