@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import uuid
@@ -135,6 +136,25 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
   """The bytes of the file at `path`, read through `open_regular` (NotRegularError for a FIFO, a device, a socket)."""
   with open_regular(path) as f:
     return f.read()
+
+
+def json_object(path: str | os.PathLike[str]) -> tuple[dict | None, str]:
+  """(the JSON object in the regular file `path`, "") or (None, what is wrong with the file: missing, unreadable, not
+  a regular file, not JSON, not an object), for a caller to end with its own remedy."""
+  try:
+    value = json.loads(read_regular(path).decode("utf-8"))
+  except FileNotFoundError:
+    return None, f"{os.fspath(path)} is missing"
+  except NotRegularError as e:
+    return None, str(e)
+  except OSError as e:
+    return None, f"{os.fspath(path)} cannot be read ({e.strerror or e})"
+  except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    where = f" ({e.msg} at byte {e.pos})" if isinstance(e, json.JSONDecodeError) else ""
+    return None, f"{os.fspath(path)} is not JSON{where}: truncated or damaged"
+  if not isinstance(value, dict):
+    return None, f"{os.fspath(path)} holds JSON that is not an object: damaged"
+  return value, ""
 
 
 @contextlib.contextmanager

@@ -53,7 +53,7 @@ CASES = [
     _case("output-inside-the-dataset", "--workdir={t}/w", TINY, "--data_dir={d}",
           "--output={d}/synthetic_scenes/tiny/captions.jsonl", match="inside the dataset's own folder"),
     _case("output-is-the-workdir-config", "--workdir={t}/w", TINY, "--data_dir={d}", "--output={t}/w/vocab.txt",
-          match="would overwrite"),
+          match="is inside --workdir={t}/w, which the command reads"),
     _case("output-is-another-file", "--workdir={t}/w", TINY, "--data_dir={d}", "--output={t}/out.jsonl",
           match="has no out.jsonl.settings.json"),
     _case("format-unknown", "--workdir={t}/w", TINY, OUT, "--format=csv", match="--format"),

@@ -11,9 +11,9 @@ In the foundations layer, below `capjax.data.sources`, so that `capjax.text.stat
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 
+from capjax import files
 from capjax.strings import decimal
 
 INFO, FEATURES = "dataset_info.json", "features.json"
@@ -22,23 +22,6 @@ DEFAULT_DATA_DIR = "~/tensorflow_datasets"  # TFDS's (tfds.core.constants.DATA_D
 
 class DamagedDatasetError(RuntimeError):
   """A built dataset's folder is not whole; the message names the file and how to build the dataset again."""
-
-
-def _json_object(path: str) -> tuple[dict | None, str]:
-  """(the JSON object in `path`, "") or (None, what is wrong with the file)."""
-  try:
-    with open(path, "rb") as f:
-      value = json.loads(f.read().decode("utf-8"))
-  except FileNotFoundError:
-    return None, f"{path} is missing"
-  except OSError as e:
-    return None, f"{path} cannot be read ({e.strerror or e})"
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    where = f" ({e.msg} at byte {e.pos})" if isinstance(e, json.JSONDecodeError) else ""
-    return None, f"{path} is not JSON{where}: truncated or damaged"
-  if not isinstance(value, dict):
-    return None, f"{path} holds JSON that is not an object: damaged"
-  return value, ""
 
 
 def _num_records(path: str) -> int:
@@ -64,10 +47,10 @@ def problem(folder: str | os.PathLike[str]) -> str | None:
   records than dataset_info.json lists."""
   from tensorflow_datasets.core import naming  # noqa: PLC0415 (TensorFlow: only when a dataset is opened)
   folder = os.fspath(folder)
-  info, wrong = _json_object(os.path.join(folder, INFO))
+  info, wrong = files.json_object(os.path.join(folder, INFO))
   if info is None:
     return wrong
-  _, wrong = _json_object(os.path.join(folder, FEATURES))
+  _, wrong = files.json_object(os.path.join(folder, FEATURES))
   if wrong:
     return wrong
   splits = info.get("splits")
@@ -106,7 +89,7 @@ def version_folders(data_dir: str, name: str, config: str = "", version: str = "
   if not os.path.isdir(root):
     return []
   if not config:
-    recorded, _ = _json_object(os.path.join(root, ".config", "metadata.json"))
+    recorded, _ = files.json_object(os.path.join(root, ".config", "metadata.json"))
     config = str((recorded or {}).get("default_config_name") or "")
   parents = [os.path.join(root, config)] if config else [root] + [
       os.path.join(root, d) for d in sorted(os.listdir(root)) if not d.startswith(".") and not _is_version(d)]

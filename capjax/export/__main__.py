@@ -18,13 +18,12 @@ replaced only with --overwrite, and only when it is an export.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 
 FLAGS = flags.FlagValues()
 _WORKDIR = flags.DEFINE_string("workdir", None, "the trained run's workdir", flag_values=FLAGS, required=True)
@@ -52,13 +51,9 @@ def _config(workdir: str):
   if not os.path.isfile(path):
     cli.fail(f"--workdir={workdir} has no config.json, so it holds no training run — give the workdir of a "
              "training run, or its config with --config")
-  try:
-    with open(path, encoding="utf-8") as f:
-      saved = json.load(f)
-    if not isinstance(saved, dict):
-      raise ValueError("not a JSON object")
-  except (UnicodeDecodeError, ValueError) as error:
-    cli.fail(f"{path} is damaged ({' '.join(str(error).split())[:200]}) — give the run's config with --config")
+  saved, wrong = files.json_object(path)
+  if saved is None:
+    cli.fail(f"{wrong} — give the run's config with --config")
   return ml_collections.ConfigDict(saved)
 
 

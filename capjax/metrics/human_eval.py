@@ -225,19 +225,27 @@ def read_ratings(lines: Iterable[str]) -> list[tuple[str, int, str]]:
   return rows
 
 
+def _votes_by(rows: Sequence[tuple[str, int, str]], raters: int, what: str, outside: str,
+              twice: str) -> dict[str, dict[int, str]]:
+  """{image or item: {rater: rating}} from (id, rater, rating) rows; a ValueError for a rater outside 1..`raters`
+  (`outside` ends the message: what the range is, what to do) or a second vote of one rater (`twice`: what to do)."""
+  votes: dict[str, dict[int, str]] = collections.defaultdict(dict)
+  for name, rater, rating in rows:
+    if not 1 <= rater <= raters:
+      raise ValueError(f"{what} {name}: rater {rater} is outside 1..{raters}{outside}")
+    if rater in votes[name]:
+      raise ValueError(f"{what} {name}: rater {rater} voted twice — {twice}")
+    votes[name][rater] = rating
+  return votes
+
+
 def aggregate(rows: Sequence[tuple[str, int, str]], raters: int = 3) -> dict[str, float]:
   """Fractions of images with at least 1, at least 2, and all 3 GOOD votes (the paper's Table 4 columns).
 
   Every image must have exactly one rating from each rater: a missing or repeated vote is an error naming it.
   """
-  votes: dict[str, dict[int, str]] = collections.defaultdict(dict)
-  for image_id, rater, rating in rows:
-    if not 1 <= rater <= raters:
-      raise ValueError(f"image {image_id}: rater {rater} is outside 1..{raters} — number the raters 1..{raters}, "
-                       "or pass --raters")
-    if rater in votes[image_id]:
-      raise ValueError(f"image {image_id}: rater {rater} voted twice — keep one rating per rater and image")
-    votes[image_id][rater] = rating
+  votes = _votes_by(rows, raters, "image", f" — number the raters 1..{raters}, or pass --raters",
+                    "keep one rating per rater and image")
   incomplete = {i: sorted(set(range(1, raters + 1)) - set(v)) for i, v in votes.items() if len(v) != raters}
   if incomplete:
     first = sorted(incomplete)[0]
@@ -279,16 +287,11 @@ def aggregate_study(key: Mapping[str, Any], rows: Sequence[tuple[str, int, str]]
   """The blind study's results, one row a model in the key's order: {"model", "1+_good", ..., "images"}. Every item
   of the key needs exactly one rating from each rater: a missing, repeated or unknown one is an error naming it."""
   items, raters = key["items"], int(key["raters"])
-  votes: dict[str, dict[int, str]] = collections.defaultdict(dict)
-  for item, rater, rating in rows:
+  for item, _, _ in rows:
     if item not in items:
       raise ValueError(f"item {item} is not in the key — give the key.json of the sheets these ratings come from")
-    if not 1 <= rater <= raters:
-      raise ValueError(f"item {item}: rater {rater} is outside 1..{raters}, the study's raters — give the CSVs of "
-                       "this study's sheets")
-    if rater in votes[item]:
-      raise ValueError(f"item {item}: rater {rater} voted twice — give each rater's CSV once")
-    votes[item][rater] = rating
+  votes = _votes_by(rows, raters, "item", ", the study's raters — give the CSVs of this study's sheets",
+                    "give each rater's CSV once")
   missing = {i: sorted(set(range(1, raters + 1)) - set(votes.get(i, {}))) for i in items
              if len(votes.get(i, {})) != raters}
   if missing:

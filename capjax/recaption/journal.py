@@ -35,13 +35,9 @@ def settings_mismatch(output: str, wanted: Mapping[str, Any], ignore: Sequence[s
       raise JournalError(f"--output={output} exists and has no {os.path.basename(path)} beside it, so it is not a "
                          "recaptioning this command can continue — remove it, or give another --output")
     return None
-  try:
-    with open(path, encoding="utf-8") as f:
-      found = json.load(f)
-    if not isinstance(found, dict):
-      raise ValueError("not a JSON object")
-  except (UnicodeDecodeError, ValueError) as error:
-    raise JournalError(f"{path} is damaged ({error}) — remove it and {output}, and run again") from None
+  found, wrong = files.json_object(path)
+  if found is None:
+    raise JournalError(f"{wrong} — remove it and {output}, and run again")
   changed = sorted(k for k in set(wanted) | set(found) if k not in ignore and found.get(k) != wanted.get(k))
   return ", ".join(f"{k}: {found.get(k)!r} -> {wanted.get(k)!r}" for k in changed) or None
 
