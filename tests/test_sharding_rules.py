@@ -387,6 +387,7 @@ def test_the_report_rejects_a_bad_mesh_or_rules_in_one_line(capsys, flag, messag
                                   "fsdp_tp"),
     ("--config.mesh.fsdp=-1", "error: mesh.data and mesh.fsdp are all -1 — at most one may be -1"),
 ])
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_training_with_a_bad_mesh_or_rules_stops_in_one_line(tmp_path, override, message):
   env = dict(os.environ, XLA_FLAGS=helpers.FAST_COMPILE, JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapes,debug", override,
