@@ -2,14 +2,15 @@
 data when it is beside the repo, and the `slow` marker's rule.
 
 Slow (pyproject.toml's `slow` marker; `make test-fast` runs `-m "not slow"`, `make test` runs everything): a test that
-trains a model, starts a training subprocess, runs Beam or opens a browser. Marked so that it stays right as tests
-are added, in this order of preference:
+trains a model (a few optimizer steps on a mesh count), starts a training subprocess, runs Beam or opens a browser,
+or runs a job of that weight (an Inception-ResNet-v2 extraction job, a pytest subprocess). Marked so that it stays
+right as tests are added, in this order of preference:
   - by fixture, here (`pytest_collection_modifyitems`): every test that uses, directly or through another fixture,
     a fixture of tests/trained_models.py or one tagged `@helpers.slow_fixture` (a module fixture that trains, builds
-    on Beam or starts Chromium). A new test of such a fixture is slow without a mark of its own;
+    on Beam or runs an extraction job). A new test of such a fixture is slow without a mark of its own;
   - by module: `pytestmark = pytest.mark.slow` in a file whose every test is slow (the end-to-end files, the
     browser's, the ones whose module fixture trains);
-  - by test: `@pytest.mark.slow` on a single one elsewhere (a Beam build, a `python -m capjax.main` subprocess).
+  - by test: `@pytest.mark.slow` on a single one elsewhere (a Beam build, a training, a capjax.main subprocess).
 """
 
 import atexit

@@ -59,6 +59,7 @@ def data_dir(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
+@helpers.slow_fixture  # an Inception-ResNet-v2 extraction job over 8 devices: its users run more
 def extracted(data_dir, weights) -> pathlib.Path:
   assert len(jax.local_devices()) == 8
   etf.main(_args(data_dir, weights, f"--splits={','.join(SPLITS)}"))

@@ -72,11 +72,13 @@ def _train(config, devices):
 
 
 @pytest.fixture(scope="module")
+@helpers.slow_fixture  # trains
 def single():
   return _train(_config(), jax.devices()[:1])
 
 
 @pytest.fixture(scope="module", params=list(MESHES))
+@helpers.slow_fixture  # trains, on each mesh
 def run(request):
   return request.param, _train(_config(request.param, **MESHES[request.param]), jax.devices())
 
