@@ -3,16 +3,15 @@ process, parameters that fit on one device, no checkpoints along the way (the ca
 is `capjax.train`).
 
 `jitted_init` initialises a Flax module in one compile (Flax's init op by op takes seconds on two cores);
-`epoch_batches` gives each epoch's rows in a seeded shuffle, whole batches only (one compiled shape); `fit` runs the
-jitted AdamW-style step (any optax optimizer) over the batches, splits a dropout key per step, and logs a line at the
-end of each epoch and every `log_every` steps; with `patience` it stops early, after that many epochs without a better
-mean loss (off by default: the three callers train for a fixed number of epochs). The order of every draw (the numpy
-shuffle, the key splits) is the callers' former own loops', so the parameters they train are the same bit for bit.
+`epoch_batches` gives each epoch's rows in a seeded shuffle, whole batches only (one compiled shape); `fit` runs
+the jitted AdamW-style step (any optax optimizer) over the batches, splits a dropout key per step, and logs a line
+at the end of each epoch and every `log_every` steps (the three callers train for a fixed number of epochs). The
+order of every draw (the numpy shuffle, the key splits) is the callers' former own loops', so the parameters they
+train are the same bit for bit.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -57,8 +56,7 @@ def make_step(loss_fn: LossFn, optimizer: optax.GradientTransformation) -> Calla
 
 def fit(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any,
         batches: Iterable[tuple[int, Batch]], *, rng: jax.Array | None = None, frozen: Any = None, epochs: int = 1,
-        log: Callable[[str], None] | None = None, log_every: int | None = None, patience: int | None = None,
-        min_delta: float = 0.0) -> tuple[Any, list[float]]:
+        log: Callable[[str], None] | None = None, log_every: int | None = None) -> tuple[Any, list[float]]:
   """Trains `params` on `batches` ((epoch, batch) per step): returns the trained parameters and every step's loss.
 
   Args:
@@ -68,8 +66,6 @@ def fit(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any,
     epochs: the number of epochs `batches` holds, for the log lines.
     log: called with a line after each epoch (and every `log_every` steps): the mean loss so far in the epoch and
       the time since the start.
-    patience: early stop: after `patience` epochs in a row whose mean loss is not `min_delta` below the best
-      epoch's, no more batches are taken (a line says so). None: every batch.
   """
   step = make_step(loss_fn, optimizer)
   params = jax.tree.map(jax.numpy.asarray, params)
@@ -78,35 +74,15 @@ def fit(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any,
   losses: list[jax.Array] = []
   epoch_losses: list[jax.Array] = []
   current, start = None, time.perf_counter()
-  best, stale = math.inf, 0
-
-  def mean_loss() -> float:
-    return float(np.mean([float(x) for x in epoch_losses]))
 
   def report(label: str) -> None:
     if log is not None and epoch_losses:
-      log(f"{label}: mean loss {mean_loss():.4f} ({time.perf_counter() - start:.1f}s)")
+      mean = float(np.mean([float(x) for x in epoch_losses]))
+      log(f"{label}: mean loss {mean:.4f} ({time.perf_counter() - start:.1f}s)")
 
-  def end_of_epoch(epoch: int) -> bool:
-    """Logs the epoch; True when early stopping ends the training after it."""
-    nonlocal best, stale
-    report(f"epoch {epoch + 1}/{epochs}")
-    if patience is None:
-      return False
-    mean = mean_loss()
-    best, stale = (mean, 0) if mean < best - min_delta else (best, stale + 1)
-    if stale < patience:
-      return False
-    if log is not None:
-      log(f"early stop after epoch {epoch + 1}/{epochs}: the mean loss has not gone below {best:.4f} - "
-          f"{min_delta:g} in {patience} epochs")
-    return True
-
-  stopped = False
   for number, (epoch, batch) in enumerate(batches, 1):
     if current is not None and epoch != current:
-      if stopped := end_of_epoch(current):
-        break
+      report(f"epoch {current + 1}/{epochs}")
       epoch_losses = []
     current = epoch
     step_rng = None
@@ -117,6 +93,6 @@ def fit(loss_fn: LossFn, optimizer: optax.GradientTransformation, params: Any,
     epoch_losses.append(loss)
     if log_every and number % log_every == 0:
       report(f"epoch {epoch + 1}/{epochs} step {number}")
-  if current is not None and not stopped:
-    end_of_epoch(current)
+  if current is not None:
+    report(f"epoch {current + 1}/{epochs}")
   return params, [float(x) for x in losses]

@@ -1,5 +1,17 @@
-"""Test set-up: 8 fake CPU devices before jax starts, one compilation cache for the session, and the offline NLTK
-data when it is beside the repo."""
+"""Test set-up: 8 fake CPU devices before jax starts, one compilation cache for the session, the offline NLTK
+data when it is beside the repo, and the `slow` marker's rule.
+
+Slow (pyproject.toml's `slow` marker; `make test-fast` runs `-m "not slow"`, `make test` runs everything): a test that
+trains a model (a few optimizer steps on a mesh count), starts a training subprocess, runs Beam or opens a browser,
+or runs a job of that weight (an Inception-ResNet-v2 extraction job, a pytest subprocess). Marked so that it stays
+right as tests are added, in this order of preference:
+  - by fixture, here (`pytest_collection_modifyitems`): every test that uses, directly or through another fixture,
+    a fixture of tests/trained_models.py or one tagged `@helpers.slow_fixture` (a module fixture that trains, builds
+    on Beam or runs an extraction job). A new test of such a fixture is slow without a mark of its own;
+  - by module: `pytestmark = pytest.mark.slow` in a file whose every test is slow (the end-to-end files, the
+    browser's, the ones whose module fixture trains);
+  - by test: `@pytest.mark.slow` on a single one elsewhere (a Beam build, a training, a capjax.main subprocess).
+"""
 
 import atexit
 import os
@@ -72,3 +84,22 @@ from trained_models import (  # noqa: E402, F401 (fixtures: pytest finds them by
 # tests/test_hostile_*.py files run (tests/hostile/); the harness's asserts explained as a test module's are.
 pytest.register_assert_rewrite("hostile")
 from hostile.fixtures import hostile_assets, hostile_commands, hostile_data_dir  # noqa: E402, F401
+
+SLOW_FIXTURE_MODULES = {"trained_models"}  # every fixture there trains or builds a shared model's data
+
+
+def _slow_fixture(fixturedef) -> bool:
+  function = getattr(fixturedef, "func", None)
+  return getattr(function, "__module__", None) in SLOW_FIXTURE_MODULES or getattr(function, "capjax_slow", False)
+
+
+def pytest_collection_modifyitems(config, items):
+  """Marks `slow` every test that uses a slow fixture (the module docstring's rule); `fixturenames` holds the
+  fixtures a test uses through others too."""
+  del config
+  for item in items:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or item.get_closest_marker("slow"):
+      continue
+    if any(_slow_fixture(d) for name in item.fixturenames for d in info.name2fixturedefs.get(name, ())):
+      item.add_marker(pytest.mark.slow)

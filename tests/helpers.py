@@ -18,6 +18,13 @@ IRV2_NUM_CLASSES = 1000
 FAST_COMPILE = "--xla_backend_optimization_level=0"
 
 
+def slow_fixture(function):
+  """Tags a fixture function (put it under `@pytest.fixture`) as slow: conftest.py marks `slow` every test that
+  uses it, directly or through another fixture."""
+  function.capjax_slow = True
+  return function
+
+
 def extra_missing(message: str) -> NoReturn:
   """Skips a test whose optional extra is absent, saying how to install it; under CI, where `make test` installs
   every extra the tests use, the absence is a broken set-up and fails the test instead."""

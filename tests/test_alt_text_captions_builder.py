@@ -195,6 +195,7 @@ def raw_records(builder) -> dict[str, dict]:
   return {source[i]["key"].decode(): source[i] for i in range(len(source))}
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_beam_direct_runner_two_workers_matches_plain_path(paper_build, tmp_path):
   helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   plain = paper_build
@@ -218,6 +219,7 @@ def test_beam_direct_runner_two_workers_matches_plain_path(paper_build, tmp_path
       assert as_list(got[key][feature]) == as_list(record[feature]), (key, feature)
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
   """200 candidates in 4 shards (make_dummy_data.generated_defect), concepts seen 5 times or fewer pruned. Both
   paths log their progress."""
@@ -293,6 +295,7 @@ def test_phash_finds_resized_reencoded_and_cropped_copies_and_keeps_distinct_sce
   assert phash.phash(b"\xff\xd8\xff not a jpeg") is None
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_dedup_and_exclude_drop_the_same_keys_on_both_paths(paper_build, tmp_path):
   """dummy.write_near_copies: 40 candidates in 2 shards, 4 groups of a scene and 3 near-copies (of group 10 the
   crop is too small, of group 20 the larger copy's caption is a text reject), and 2 copies of images of the paper

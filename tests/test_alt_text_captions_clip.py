@@ -15,6 +15,7 @@ import tensorflow_datasets as tfds
 from tfds_builders import img2dataset as i2d
 from tfds_builders.alt_text_captions import alt_text_captions_dataset_builder as builder_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
+import helpers
 from test_alt_text_captions_builder import DUMMY, build, outcomes, raw_records
 
 # The clip stage with the tiny random CLIP fixture (conftest's clip_weights) on the dummy data's 8 survivors of the
@@ -46,6 +47,7 @@ def test_clip_stage_drops_the_pairs_the_scorer_scores_below_a_minimum(clip_weigh
 
 
 @pytest.fixture(scope="module")
+@helpers.slow_fixture  # builds on Beam too
 def clip_builds(clip_weights, tmp_path_factory) -> tuple[tfds.core.DatasetBuilder, tfds.core.DatasetBuilder]:
   """The dummy data built with the clip stage keeping the top half of the scored pairs (the share's global step),
   then the dedup stage (which sees only the pairs above the cut-off), on the plain path and on Beam (the

@@ -23,6 +23,8 @@ from warcio.warcwriter import WARCWriter
 from tfds_builders.alt_text_captions import make_dummy_data as dummy
 import helpers
 
+pytestmark = pytest.mark.slow  # harvests, builds and trains end to end (conftest.py: the slow rule)
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 INSTALL = ("make .venv-img2dataset/.installed (python3 -m venv .venv-img2dataset && "
            ".venv-img2dataset/bin/pip install -c constraints-img2dataset.txt img2dataset==1.47.0)")

@@ -4,6 +4,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -27,6 +29,7 @@ def test_generation_flops_count_the_prompt_the_steps_and_the_logits():
   assert ap.generation_flops(2, 1, 7, 3, 2) == 628
 
 
+@pytest.mark.slow  # runs the benchmark in a subprocess (conftest.py: the slow rule)
 def test_a_tiny_run_prints_every_stage_and_the_total():
   proc = subprocess.run([sys.executable, "benchmarks/augment_projection.py", "--tiny", "--n=8", "--gen_batch=2",
                          "--bank=50", "--captions=1000"], cwd=REPO, capture_output=True, text=True, timeout=600)

@@ -6,12 +6,15 @@ import subprocess
 import sys
 
 import helpers
+import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import train_step_profile  # noqa: E402
 import train_step_speed  # noqa: E402
+
+pytestmark = pytest.mark.slow  # runs the benchmarks in subprocesses (conftest.py: the slow rule)
 
 # helpers.FAST_COMPILE for the benchmarks run here: their compiles take about half the CPU time, and no test reads
 # a figure.

@@ -25,7 +25,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 CC3M_DUMMY = REPO / "tfds_builders" / "cc3m" / "dummy_data"
 SCREENSHOT = REPO / "docs" / "data_show_cc3m.png"
 
-pytestmark = pytest.mark.skipif(browser.find() is None, reason=browser.MISSING)
+pytestmark = [pytest.mark.slow,  # opens Chromium (conftest.py: the slow rule)
+              pytest.mark.skipif(browser.find() is None, reason=browser.MISSING)]
 
 
 @pytest.fixture(scope="module")

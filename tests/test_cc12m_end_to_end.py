@@ -15,6 +15,8 @@ from capjax import config_util
 from tfds_builders.cc12m_llavanext import join
 from tfds_builders.cc12m_llavanext import make_dummy_data as dummy
 
+pytestmark = pytest.mark.slow  # builds and trains end to end (conftest.py: the slow rule)
+
 NUM_ROWS, HELD_OUT = 24, 8  # whole batches of 8 (the tests' 8 CPU devices)
 
 

@@ -293,6 +293,7 @@ def test_hostile_tars_are_streamed_never_extracted_and_counted(tmp_path, monkeyp
   assert list(_records(builder)) == ["000000002"]
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 @pytest.mark.parametrize("manual", ["dummy", "bad_input"])
 def test_beam_direct_runner_writes_the_same_dataset(manual, built, bad_input, tmp_path):
   folder = DUMMY if manual == "dummy" else bad_input
@@ -305,6 +306,7 @@ def test_beam_direct_runner_writes_the_same_dataset(manual, built, bad_input, tm
   assert manifests[0] == manifests[1]  # the keys obtained, with their image sha256 (capjax.data.manifest)
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
   """200 rows in 5 tars (make_dummy_data.generated_defect): 4 rows without an image, 2 truncated images, 2 images
   again in the next tar, 2 images naming another url, 2 rows repeating a key, 2 placeholder captions. Both paths

@@ -222,6 +222,7 @@ def _downloaded_twice(manual: pathlib.Path) -> tuple[bytes, bytes]:
   return first, second
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
   """The join rule: of a row's good images the smallest key wins, whatever order the stream or Beam gives."""
   manual = tmp_path / "manual"
@@ -238,6 +239,7 @@ def test_a_url_downloaded_twice_gives_the_same_dataset_on_both_paths(tmp_path):
   assert _records(on_beam, "train", raw_image=True) == _records(plain, "train", raw_image=True)
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_a_generated_set_with_duplicates_and_failures_is_the_same_on_both_paths(tmp_path, monkeypatch):
   """200 train rows in 5 shards (make_dummy_data.generated_defect): 4 failed downloads, 2 truncated JPEGs, 2 rows
   with the previous row's url (whose image joins that row again), 2 images downloaded twice; 10 validation rows.
@@ -406,6 +408,7 @@ def test_capjax_build_command_builds_the_labeled_config(tmp_path):
   assert tfds.builder("cc3m/labeled", data_dir=tmp_path).info.splits["train"].num_examples == 3
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_tfds_build_on_beam_direct_runner_writes_the_same_dataset(built, tmp_path):
   helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   proc = _run([os.path.join(os.path.dirname(sys.executable), "tfds"), "build", "tfds_builders/cc3m",

@@ -17,6 +17,8 @@ import pytest
 
 from tfds_builders.cc3m import make_dummy_data as dummy
 
+pytestmark = pytest.mark.slow  # builds, extracts features and trains end to end (conftest.py: the slow rule)
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 NUM_TRAIN, NUM_VALIDATION = 24, 8  # whole batches of 8 for the extraction
 

@@ -7,6 +7,7 @@ import os
 import pathlib
 import tarfile
 
+import pytest
 import tensorflow_datasets as tfds
 
 from tfds_builders.cc3m import cc3m_dataset_builder as cc3m
@@ -49,6 +50,7 @@ def _members(path: pathlib.Path) -> dict[str, bytes]:
     return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_the_mirror_builds_the_same_on_both_paths_and_counts_every_sample(tmp_path):
   beam = helpers.import_extra("apache_beam", "pip install -e '.[beam]'")
   plain = _build(DUMMY, tmp_path / "plain")

@@ -28,6 +28,8 @@ from capjax import evaluate as evaluate_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline, sources
 
+pytestmark = pytest.mark.slow  # training runs, stopped and resumed (conftest.py: the slow rule)
+
 # Validation CIDEr-D of the evaluations at steps 2, 4, ..., 10 (eval_every=2): the best, step 4, is not the latest.
 SCORES = {2: 0.1, 4: 0.9, 6: 0.3, 8: 0.2, 10: 0.4}
 

@@ -28,6 +28,8 @@ from capjax.models import encoders
 from capjax.models.t2t import T2T, T2TConfig
 from capjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
+import helpers
+
 VOCAB, MAX_LEN = 11, 8
 E = EOS_ID
 # (image, caption, probability): what the fixture's model learns to say of each of 8 images. Images 0-5 have one
@@ -136,6 +138,7 @@ def _reference_greedy(params) -> tuple[list[tuple[int, ...]], float]:
 
 
 @pytest.fixture(scope="module")
+@helpers.slow_fixture  # trains a tiny T2T
 def params():
   """The trained T2T's parameters, after checking that it says GREEDY and learned TRAINING's probabilities."""
   params = _train(jax.random.key(0))

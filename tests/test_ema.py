@@ -23,6 +23,8 @@ from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
 from capjax.data import sources
 
+pytestmark = pytest.mark.slow  # the module fixture trains (conftest.py: the slow rule)
+
 DECAY = 0.8
 STEPS = 4
 SCORES = {2: 0.5, 4: 0.2}  # validation CIDEr-D at eval_every=2: the best is step 2, not the latest

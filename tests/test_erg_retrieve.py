@@ -195,6 +195,7 @@ def scenes_pairs(tmp_path_factory):
   return load("factual"), load("test")
 
 
+@pytest.mark.slow  # trains (conftest.py: the slow rule)
 def test_a_dual_encoder_trained_on_factual_pairs_retrieves_held_out_captions(scenes_pairs):
   from capjax.data.vocab import build_vocabulary
   from capjax.erg import dual_encoder

@@ -98,6 +98,7 @@ def test_a_gpt2_checkpoint_is_not_a_text_tower(tmp_path):
     de.bert_model(tmp_path / "gpt2")
 
 
+@pytest.mark.slow  # trains (conftest.py: the slow rule)
 def test_minilm_as_the_locked_text_tower(tmp_path):
   try:
     source = minilm.model_dir()

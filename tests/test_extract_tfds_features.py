@@ -59,6 +59,7 @@ def data_dir(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
+@helpers.slow_fixture  # an Inception-ResNet-v2 extraction job over 8 devices: its users run more
 def extracted(data_dir, weights) -> pathlib.Path:
   assert len(jax.local_devices()) == 8
   etf.main(_args(data_dir, weights, f"--splits={','.join(SPLITS)}"))
@@ -240,6 +241,7 @@ def test_a_missing_variant_says_how_to_write_it(tmp_path):
     sources.data_source(_dataset_config(tmp_path, features="irv2"), "test")
 
 
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_main_trains_evaluates_and_captions_files_from_the_feature_variant(data_dir, weights, extracted, tmp_path):
   del extracted
   workdir = tmp_path / "work"
@@ -277,6 +279,7 @@ def test_main_trains_evaluates_and_captions_files_from_the_feature_variant(data_
 
 @pytest.mark.parametrize("spec", ["configs/t2t.py:8x8,debug", "configs/t2t.py:1x1,debug", "configs/rnn.py:8x8,debug",
                                   "configs/rnn.py:1x1,debug"])
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_the_four_paper_models_train_resume_and_evaluate_on_features_over_a_data_and_model_mesh(
     spec, data_dir, extracted, tmp_path):
   """The paper configs (debug widths) on the feature variant, sharded (data=4, model=2) over 8 fake devices:

@@ -121,6 +121,7 @@ def test_verbose_adds_the_traceback(tmp_path):
 
 
 if not harness.MODES_BIND:
+  @pytest.mark.slow  # runs the file-mode cases in a pytest subprocess (conftest.py: the slow rule)
   def test_file_mode_cases_without_root_s_capabilities(hostile_assets, hostile_data_dir):
     """The file-mode cases of every case file, in one pytest that setpriv starts without CAP_DAC_OVERRIDE and
     CAP_DAC_READ_SEARCH, so that the modes bind as they do for every other user. It reads this session's assets

@@ -17,6 +17,8 @@ import pytest
 from PIL import Image
 from trained_models import MAIN_STEPS, main_command, main_env, run_main
 
+pytestmark = pytest.mark.slow  # `python -m capjax.main` trains in a subprocess (conftest.py: the slow rule)
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # The run itself is shared with test_crossdomain (trained_models.shapes_debug_run): one training per session.
 STEPS = MAIN_STEPS

@@ -11,6 +11,8 @@ from capjax.data import pipeline, sources
 from capjax.data.vocab import build_vocabulary
 from capjax.train import make_setup
 
+pytestmark = pytest.mark.slow  # the module fixture trains two :shapes runs (conftest.py: the slow rule)
+
 STEPS = 20
 # bfloat16 keeps 8 bits of mantissa (relative rounding 2^-9 ≈ 0.2%) on every activation, while the residual stream,
 # logits and loss stay float32: over these 20 Adam steps the losses differ by at most 0.09% (measured on a 2-core

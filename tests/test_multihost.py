@@ -28,6 +28,8 @@ import pytest
 from capjax import config_util
 from capjax.data import sources
 
+pytestmark = pytest.mark.slow  # a two-process training job (conftest.py: the slow rule)
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # The sharding rules of both the 2-process and the 1-process run: FSDP, parameters and optimizer state sharded over
 # all 8 devices of either, so the two processes hold different parts of the state and must still agree.

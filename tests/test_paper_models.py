@@ -17,6 +17,8 @@ from capjax.models import inception_resnet_v2 as irv2
 from capjax.train import make_setup
 from helpers import random_like
 
+pytestmark = pytest.mark.slow  # trains the paper's captioners (conftest.py: the slow rule)
+
 PAPER_MODELS = ["configs/t2t.py:8x8", "configs/t2t.py:1x1", "configs/rnn.py:8x8", "configs/rnn.py:1x1"]
 VOCAB = 50     # words incl. the 4 specials; padded to 64 embedding rows, split in two by the model axis
 BATCH = 8

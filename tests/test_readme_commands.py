@@ -28,6 +28,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the README's commands (conftest.py: the slow rule)
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 DOCS = sorted(REPO.glob("tfds_builders/*/README.md")) + [REPO / "README.md"] + sorted(REPO.glob("docs/*.md"))

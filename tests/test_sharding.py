@@ -86,6 +86,7 @@ def test_data_parallel_batches_are_split_over_the_data_axis():
   assert {s.data.shape[0] for s in batch["image"].addressable_shards} == {4}
 
 
+@pytest.mark.slow  # trains (conftest.py: the slow rule)
 def test_sharded_losses_match_single_device():
   batches = _batches(4)
   _, single = _losses(_config(1, 1), jax.devices()[:1], batches)
@@ -107,6 +108,7 @@ def test_label_smoothing_ignores_the_padding_rows_of_the_embedding():
   assert 2.5 < loss < 5.0
 
 
+@pytest.mark.slow  # trains (conftest.py: the slow rule)
 def test_accumulated_micro_batches_give_the_whole_batch_update_on_a_mesh():
   # optimizer.accumulate_steps=4: the 16 examples in four micro-batches of 4 (each spread over the 4 data shards), the
   # gradients summed over all the batch's tokens before one update: the same states as the whole batch. The paper's

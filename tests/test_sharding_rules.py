@@ -72,11 +72,13 @@ def _train(config, devices):
 
 
 @pytest.fixture(scope="module")
+@helpers.slow_fixture  # trains
 def single():
   return _train(_config(), jax.devices()[:1])
 
 
 @pytest.fixture(scope="module", params=list(MESHES))
+@helpers.slow_fixture  # trains, on each mesh
 def run(request):
   return request.param, _train(_config(request.param, **MESHES[request.param]), jax.devices())
 
@@ -387,6 +389,7 @@ def test_the_report_rejects_a_bad_mesh_or_rules_in_one_line(capsys, flag, messag
                                   "fsdp_tp"),
     ("--config.mesh.fsdp=-1", "error: mesh.data and mesh.fsdp are all -1 — at most one may be -1"),
 ])
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
 def test_training_with_a_bad_mesh_or_rules_stops_in_one_line(tmp_path, override, message):
   env = dict(os.environ, XLA_FLAGS=helpers.FAST_COMPILE, JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapes,debug", override,

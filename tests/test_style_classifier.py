@@ -256,6 +256,7 @@ def test_the_extraction_command_reports_a_directory_that_is_not_a_style_model(tm
                                 "one with `python -m capjax.text_models.style_classifier --output=DIR`\n")
 
 
+@pytest.mark.slow  # trains (conftest.py: the slow rule)
 def test_training_from_a_converted_bert_uses_the_papers_settings(tmp_path, capsys):
   """--init: the converted checkpoint's config and vocabulary are kept, its weights fine-tuned, the paper's
   romantic/humorous settings (batch 32, 1e-5, 3 epochs) recorded."""
