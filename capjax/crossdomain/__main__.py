@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from absl import flags
 
-from capjax import cli
+from capjax import cli, files
 
 FLAGS = flags.FlagValues()
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "Trained workdirs, comma separated (rows).", flag_values=FLAGS,
@@ -46,6 +46,7 @@ def main(argv: Sequence[str]) -> int:
   workdirs = [w for w in _WORKDIRS.value if w.strip()]
   if not workdirs:
     cli.fail("--workdirs= names no workdir — give the workdirs of trained runs, comma separated")
+  files.refuse_overlap({"--output": output}, {"--workdirs": workdirs})
   data_dir = os.path.expanduser(_DATA_DIR.value)
   if data_dir and not os.path.isdir(data_dir):
     cli.fail(f"--data_dir={data_dir} is not a directory — give the TFDS data dir the test sets are built in")

@@ -187,7 +187,7 @@ def _text_source(builder, split: str):
 
 def _outputs(builder) -> tuple[str, str, str]:
   """--html, its contact sheet and --refs, checked before any work (none of them a file of the dataset)."""
-  inputs = {"--data_dir": [os.path.join(builder.data_dir, f) for f in os.listdir(builder.data_dir)]}
+  inputs = {"--data_dir": [os.fspath(builder.data_dir)]}  # the dataset's folder, and so every file of it
   page_path = sheet = refs = ""
   if _HTML.value:
     page_path = files.output_file(_HTML.value, "--html", inputs, example="show.html")

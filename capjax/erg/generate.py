@@ -121,7 +121,8 @@ def main(argv: Sequence[str]) -> None:
     from capjax import files  # noqa: PLC0415
     files.text_input(values["input"].value, "--input", "a UTF-8 JSONL or TSV file")  # before the generator loads
     if values["output"].value is not None:  # checked before the generator loads: an input is never overwritten
-      files.output_file(values["output"].value, inputs={"--input": values["input"].value}, example="stylized.jsonl")
+      reads = {"--input": values["input"].value, "--generator": values["generator"].value}
+      files.output_file(values["output"].value, inputs=reads, example="stylized.jsonl")
     try:
       generator = load(values["generator"].value)
     except GeneratorError as error:

@@ -79,6 +79,7 @@ def main(argv: Sequence[str]) -> int:
   cli.parse(FLAGS, argv, __doc__)
   workdir, output = os.path.expanduser(_WORKDIR.value), os.path.expanduser(_OUTPUT.value)
   _check_output(output, _OVERWRITE.value)
+  files.refuse_overlap({"--output": output}, {"--workdir": workdir})
   if not os.path.isdir(workdir):
     cli.fail(f"--workdir={workdir} is not a directory — give the workdir of a training run")
   config = _config(workdir)

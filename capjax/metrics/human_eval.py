@@ -453,6 +453,11 @@ def _sheets() -> None:
       cli.fail(f"--output={_OUTPUT.value}: {os.path.basename(path)} in it is a folder — move it away, or choose "
                "another --output")
     files.output_file(path, "--output", {"--predictions": inputs}, os.path.basename(path), make_folder=True)
+  from capjax.data import integrity  # noqa: PLC0415
+  dataset = _IMAGES.value.rpartition(":")[0].split("/")[0]
+  read = [os.path.join(integrity.data_dir(_DATA_DIR.value), name)  # the dataset's folders: the sheets go elsewhere
+          for name in (dataset, f"{dataset}_{_FEATURES.value}" if _FEATURES.value else "") if name]
+  files.refuse_overlap({"--output": _OUTPUT.value}, {f"--images={dataset}'s folder": read})
   out = cli.writable_dir(_OUTPUT.value, "--output")
   images = sorted({i.image_id for i in items}, key=_natural)
   pictures = _pictures(_IMAGES.value, _DATA_DIR.value, _FEATURES.value, images)

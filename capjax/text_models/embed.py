@@ -112,7 +112,8 @@ def main(argv: Sequence[str]) -> None:
   """argv as `app.run` passes it: the program name, then the flags."""
   cli.parse(FLAGS, argv, __doc__)
   from capjax.text_models import checkpoint  # noqa: PLC0415
-  output = files.output_file(_OUTPUT.value, inputs={"--input": _INPUT.value}, example="embeddings.npz")
+  output = files.output_file(_OUTPUT.value, inputs={"--input": _INPUT.value, "--weights": _WEIGHTS.value},
+                             example="embeddings.npz")
   try:
     lines = read_lines(_INPUT.value, "--input")
   except InputError as error:

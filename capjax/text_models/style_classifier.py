@@ -58,6 +58,7 @@ def main(argv: Sequence[str]) -> None:
                                               paper_settings, read_training, train)
   if _LR.value is not None:
     cli.check_number("--learning_rate", _LR.value, 0, low_open=True)
+  files.refuse_overlap({"--output": _OUTPUT.value}, {"--init": _INIT.value})  # saving there replaces what it reads
   try:  # every input is checked before --output is made: a run that stops at bad input writes nothing
     data = read_training(_TRAIN.value)
     labels = check_labels(list(data))
@@ -71,9 +72,6 @@ def main(argv: Sequence[str]) -> None:
     cli.fail(f"--init={_INIT.value}: {error}")
   except StyleModelError as error:
     cli.fail(str(error))
-  if _INIT.value and files.same_file(_OUTPUT.value, _INIT.value):
-    cli.fail(f"--output={_OUTPUT.value} is the --init checkpoint's directory — write the classifier to another "
-             "directory: saving there would replace the weights it starts from")
   output = cli.writable_dir(_OUTPUT.value, "--output")
   base = paper_settings(labels) if init else RANDOM_INIT_SETTINGS
   settings = dataclasses.replace(base, **{k: v for k, v in (("epochs", _EPOCHS.value), ("batch_size", _BATCH.value),

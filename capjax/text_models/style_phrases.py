@@ -343,7 +343,8 @@ def main(argv: Sequence[str]) -> None:
     cli.fail(f"unknown style {_STYLE.value!r} — choose one of {', '.join(sc.STYLES)}")
   if not 0 < _EPS.value < 1:
     cli.fail(f"--epsilon={_EPS.value} is not between 0 and 1 — the paper's is {EPSILON}")
-  inputs = {"--sentences": _SENTENCES.value, "--pairs": _PAIRS.value, "--heldout": _HELDOUT.value}
+  inputs = {"--sentences": _SENTENCES.value, "--pairs": _PAIRS.value, "--heldout": _HELDOUT.value,
+            "--model": _MODEL.value}
   files.output_file(_OUTPUT.value, inputs=inputs, example="phrases.jsonl")
   if _HTML.value:
     files.output_file(_HTML.value, "--html", inputs={**inputs, "--output": _OUTPUT.value}, example="phrases.html")

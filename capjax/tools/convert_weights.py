@@ -89,9 +89,7 @@ def main(argv: Sequence[str]) -> None:
              "model.safetensors and config.json)")
   if not kind:
     files.input_file(_INPUT.value, "--input", f"the downloaded {_FORMAT.value} weights file")
-  if files.same_file(_OUTPUT.value, _INPUT.value):
-    cli.fail(f"--output={_OUTPUT.value} would overwrite --input={_INPUT.value} — write the conversion to another "
-             "directory")
+  files.refuse_overlap({"--output": _OUTPUT.value}, {"--input": _INPUT.value})
   cli.writable_dir(_OUTPUT.value, "--output")  # before the conversion, not after it
   try:
     metadata = (convert_hf if kind else convert)(_FORMAT.value, _INPUT.value, _OUTPUT.value)

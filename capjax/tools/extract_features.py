@@ -182,7 +182,7 @@ def main(argv: Sequence[str]) -> None:
   if not paths:
     cli.fail(f"no files match --images={_IMAGES.value!r} — give a glob of image files, e.g. 'photos/**/*.jpg'")
   files.refuse_special(paths, "--images", "image files")  # a FIFO would hang the read
-  files.output_file(_OUTPUT.value, inputs={"--images": paths}, example="features.npz")
+  files.output_file(_OUTPUT.value, inputs={"--images": paths, "--weights": _WEIGHTS.value}, example="features.npz")
   try:
     metadata = irv2.read_metadata(_WEIGHTS.value)
     variables = irv2.load_converted(_WEIGHTS.value)

@@ -37,7 +37,7 @@ import numpy as np
 import tqdm
 from absl import flags, logging
 
-from capjax import cli
+from capjax import cli, files
 from capjax.config_util import ConfigError
 from capjax.data import integrity, preprocess, shards
 from capjax.tools.extract_features import IMAGE_SIZE, MIN_IMAGE_SIZE
@@ -387,8 +387,12 @@ def main(argv: Sequence[str]) -> None:
   except distributed.NoClusterError as error:
     cli.fail(str(error))
   output_flag = "--output_data_dir" if _OUTPUT_DATA_DIR.value else "--data_dir"
-  output_root = cli.writable_dir(os.path.expanduser(_OUTPUT_DATA_DIR.value or integrity.data_dir(_DATA_DIR.value)),
-                                 output_flag)  # checked before hours of extraction, not after
+  output_root = os.path.expanduser(_OUTPUT_DATA_DIR.value or integrity.data_dir(_DATA_DIR.value))
+  # The variant's folder is apart from what the extraction reads: the source dataset's folder and the weights.
+  files.refuse_overlap({output_flag: os.path.join(output_root, f"{name}_{_VARIANT.value}")},
+                       {f"--dataset={name}'s folder": os.path.join(integrity.data_dir(_DATA_DIR.value), name),
+                        "--weights": _WEIGHTS.value})
+  output_root = cli.writable_dir(output_root, output_flag)  # checked before hours of extraction, not after
   start = time.perf_counter()
   try:  # a source that is not built, unconverted weights, or settings that do not fit: exit 2 with what to do
     source = show.open_builder(_DATASET.value, _DATA_DIR.value)
