@@ -26,7 +26,7 @@ CASES = [
     case(SHOW, "dataset-shard-cut", "--dataset=synthetic_scenes/tiny", "--data_dir={dd:shard-cut}", "--split=train",
          match=f"{TRAIN_SHARD} holds 0 records"),
     case(SHOW, "html-is-the-datasets-info", *_TINY, "--html={d}/synthetic_scenes/tiny/1.0.0/dataset_info.json",
-         match="would overwrite --data_dir="),
+         match="is inside --data_dir="),
     case(SHOW, "html-is-a-device", *_TINY, "--html={t}/null.html", files={"null.html": NULL_DEVICE},
          match="null.html is a character device"),
     case(SHOW, "html-is-a-folder", *_TINY, "--html={t}/folder", match="is a directory"),

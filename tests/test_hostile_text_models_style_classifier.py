@@ -40,7 +40,7 @@ CASES = [
     _style_cls("init-gpt2", f"--train={ROM},factual={{t}}/alt.tsv", "--init={a}/gpt2", "--output={t}/m",
                match="holds a gpt2 model"),
     case(STYLE_CLS, "output-is-the-init", f"--train={ROM},factual={{t}}/alt.tsv", "--init={a}/bert",
-         "--output={a}/bert", match="--output={a}/bert is the --init checkpoint's directory"),
+         "--output={a}/bert", match="--output={a}/bert would overwrite --init={a}/bert"),
     _style_cls("epochs-zero", "--epochs=0", "--output={t}/m", match="epochs"),
     _style_cls("train-style-twice", f"--train={ROM},romantic={{t}}/captions.tsv,factual={{t}}/gold.tsv",
                "--output={t}/m", match="--train names romantic twice"),
