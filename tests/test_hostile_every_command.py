@@ -97,9 +97,10 @@ READS_AND_WRITES = {
 # Commands with a flag named like an output (OUTPUT_LIKE) that READS_AND_WRITES leaves out, and why.
 OUTPUT_LIKE = re.compile(r"output|html|refs|common|out")
 NOT_IN_THE_TABLE = {
-    "capjax.recaption": "tests/test_hostile_recaption.py: output-inside-the-dataset, output-inside-the-workdir",
-    "capjax.erg.augment": "its output dataset goes in --output_data_dir, checked against its inputs' datasets by "
-                          "--output_dataset's name; a case needs a generator and a style model trained",
+    "capjax.recaption": "tests/test_hostile_recaption.py: output-inside-the-dataset, output-is-the-workdir-config",
+    "capjax.erg.augment": "its output is a new dataset, --output_data_dir/--output_dataset/VERSION, which a rerun "
+                          "with other settings refuses; a case needs a trained generator and style model, which "
+                          "tests/test_erg_augment.py trains",
 }
 # Flags named like an output that are inputs.
 INPUTS_NAMED_LIKE_OUTPUTS = {"capjax.text_models.style_phrases": {"heldout"}}
