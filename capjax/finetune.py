@@ -23,7 +23,7 @@ import optax
 import orbax.checkpoint as ocp
 from absl import logging
 
-from capjax import checkpoints
+from capjax import checkpoints, distributed
 from capjax import workdir as workdir_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline
@@ -141,9 +141,14 @@ def extended_vocabulary(pretrained: Vocabulary, captions, min_count: int) -> tup
 def adopt_vocabulary(config: ml_collections.ConfigDict, workdir: str, train_source) -> None:
   """The fine-tune's vocabulary in the workdir (first process, atomically), unless it is there (a resumed run):
   init_from's words at their ids (the ids its parameters were trained on), then the new training captions' words
-  seen `vocab.min_count` times, unless `vocab.extend` is false (they read as <UNK>). Logs one line: "N new words"."""
-  if jax.process_index() != 0 or os.path.isfile(os.path.join(workdir, VOCAB_FILENAME)):
-    return
+  seen `vocab.min_count` times, unless `vocab.extend` is false (they read as <UNK>). Logs one line: "N new words".
+  The other processes wait for it: the loop's `load_or_build_vocab` would otherwise build one of their own."""
+  if jax.process_index() == 0 and not os.path.isfile(os.path.join(workdir, VOCAB_FILENAME)):
+    _write_vocabulary(config, workdir, train_source)
+  distributed.sync("finetune_vocabulary")
+
+
+def _write_vocabulary(config: ml_collections.ConfigDict, workdir: str, train_source) -> None:
   pretrained = Vocabulary.load(init_from(config))
   vocab, new = extended_vocabulary(pretrained, pipeline.split_captions(train_source), config.vocab.min_count)
   if extend(config):
