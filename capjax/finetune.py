@@ -207,8 +207,10 @@ def _with_rows(leaf: jax.ShapeDtypeStruct, rows: int) -> jax.ShapeDtypeStruct:
 
 def grow_embedding(params: Any, fresh: Any, old_words: int, new_words: int) -> Any:
   """`params` (the pretrained run's, its embedding of `old_words` real rows) with the embedding of `fresh` (this
-  model's initialisation, already `new_words` padded rows): the pretrained rows at their ids, each new word's row the
-  mean of the pretrained words' rows (specials left out), the padding rows as initialised (their logits are masked).
+  model's initialisation, already `new_words` padded rows): the pretrained rows at their ids (its padding rows too, as
+  far as they fit: a vocabulary that did not grow is restored whole), each new word's row the mean of the pretrained
+  words' rows (specials left out), the padding rows beyond the pretrained table's as initialised (their logits are
+  masked).
 
   Why the mean: the embedding is tied to the output layer (T2T and the RNN both), so a new row is also a new logit.
   At the mean, a new word's logit is the average of the known words' and the pretrained model's distribution over
@@ -218,7 +220,8 @@ def grow_embedding(params: Any, fresh: Any, old_words: int, new_words: int) -> A
   """
   old = params["embed"]["embedding"]
   table = fresh["embed"]["embedding"]
-  table = table.at[:old_words].set(old[:old_words])
+  kept = min(old.shape[0], table.shape[0])
+  table = table.at[:kept].set(old[:kept])
   if new_words > old_words:
     mean = old[len(SPECIALS):old_words].mean(axis=0)
     table = table.at[old_words:new_words].set(jnp.broadcast_to(mean, (new_words - old_words, table.shape[1])))

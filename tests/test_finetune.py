@@ -18,7 +18,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from capjax import checkpoints, config_util, finetune, models, train
+from capjax import checkpoints, config_util, finetune, models, sharding, train
 from capjax import evaluate as evaluate_lib
 from capjax.config_util import ConfigError
 from capjax.data import pipeline, sources
@@ -128,6 +128,22 @@ def test_the_first_step_starts_from_the_pretrained_parameters(kept, shapes_debug
   params, _ = _params(mle)
   want = _loss(config, Vocabulary.load(mle), params)
   assert _first_loss(workdir) == pytest.approx(want, rel=1e-5)
+
+
+def test_init_step_starts_from_that_checkpoint(kept, shapes_debug_run):
+  config, _ = kept
+  _, mle, _ = shapes_debug_run
+  config = config.copy_and_resolve_references()
+  config.init_step = 27  # the best is 30
+  words = len(Vocabulary.load(mle))
+  setup = train.make_setup(config, words, sharding.make_mesh(config), sources.input_spec(config))
+  got, step = finetune.start_params(setup, config, words, setup.init(jax.random.key(0)).params)
+  assert step == 27
+  want, best = _params(mle, 27)[0], _params(mle)
+  assert best[1] == 30
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    np.testing.assert_array_equal(a, b)
+  assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(best[0])))
 
 
 def test_without_extend_the_vocabulary_is_the_pretrained_one(kept, shapes_debug_run):
