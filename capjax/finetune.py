@@ -99,7 +99,8 @@ def architecture_changes(theirs: dict[str, Any], ours: dict[str, Any]) -> list[s
 def check(config: ml_collections.ConfigDict, workdir: str) -> None:
   """ConfigError before any work (nothing written): `freeze`, and with `init_from` a workdir that holds no trained
   run (config.json, vocab.txt, a checkpoint, `init_step`'s when given), is the run's own workdir, or holds a model
-  of another architecture (each differing field named)."""
+  of another architecture (each differing field named). A fine-tune that resumes (checkpoints of its own) reads
+  nothing of init_from, which may since have gone."""
   check_freeze(config)
   init = init_from(config)
   if not init:
@@ -107,6 +108,8 @@ def check(config: ml_collections.ConfigDict, workdir: str) -> None:
   if os.path.abspath(init) == os.path.abspath(workdir):
     raise ConfigError(f"--config.init_from={init} is this run's own --workdir — fine-tune in another workdir, so "
                       "that the pretrained run stays as it is")
+  if saved_steps(workdir):
+    return
   for name in (workdir_lib.CONFIG_FILENAME, VOCAB_FILENAME):
     if not os.path.isfile(os.path.join(init, name)):
       raise ConfigError(f"--config.init_from={init} has no {name}, so it holds no trained model — give the workdir "

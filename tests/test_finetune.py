@@ -250,3 +250,12 @@ def test_an_unknown_freeze_or_an_absent_init_step_is_refused(shapes_debug_run, t
   with pytest.raises(ConfigError, match="is this run's own --workdir"):
     finetune.check(_config(tmp_path, mle), str(mle))
   finetune.check(_config(tmp_path, mle, init_step=27, **{"model.dropout_rate": 0.1}), str(tmp_path / "w"))
+
+
+def test_a_resumed_fine_tune_needs_nothing_of_init_from(kept, tmp_path):
+  config, workdir = kept
+  config = config.copy_and_resolve_references()
+  config.init_from = str(tmp_path / "gone")
+  finetune.check(config, str(workdir))  # its own checkpoints: init_from is not read
+  with pytest.raises(ConfigError, match="has no config.json"):
+    finetune.check(config, str(tmp_path / "fresh"))
