@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import ml_collections
 from absl import logging
 
-from capjax import checkpoints
+from capjax import checkpoints, finetune
 from capjax.config_util import ConfigError
 from capjax.data.vocab import VOCAB_FILENAME
 
@@ -37,12 +37,14 @@ class Objective:
     return ""
 
   def check(self, workdir: str) -> None:
-    """A ConfigError before any work (the settings, the run it starts from); nothing to check by default."""
+    """A ConfigError before any work (the settings, the run it starts from); `freeze` by default."""
     del workdir
+    finetune.check_freeze(self.config)
 
-  def adopt_vocabulary(self, workdir: str) -> None:
+  def adopt_vocabulary(self, workdir: str, train_source) -> None:
     """init_from's vocabulary copied into the workdir (the ids its parameters were trained on), unless it is there;
-    without init_from the loop builds one from the training captions."""
+    without init_from the loop builds one from the training captions (`train_source`'s)."""
+    del train_source
     if self.init_from:
       adopt_vocabulary(self.init_from, workdir)
 
@@ -65,10 +67,26 @@ class Objective:
 
 class MaximumLikelihood(Objective):
   """The paper's objective: the teacher-forced cross-entropy of the references (`capjax.train.loss_fn`), the step
-  `capjax.train.make_setup` compiles. Its configs have no init_from (fine-tuning would read `config.init_from` in
-  `init_from`)."""
+  `capjax.train.make_setup` compiles. With `init_from` it fine-tunes (`capjax.finetune`): that workdir's model at
+  step 0 with a fresh optimizer, its vocabulary kept and grown by the new captions' words."""
 
   name = "MLE"
+
+  @property
+  def init_from(self) -> str:
+    return finetune.init_from(self.config)
+
+  def check(self, workdir: str) -> None:
+    finetune.check(self.config, workdir)
+
+  def adopt_vocabulary(self, workdir: str, train_source) -> None:
+    if self.init_from:
+      finetune.adopt_vocabulary(self.config, workdir, train_source)
+
+  def initial_state(self, setup) -> Any:
+    if self.init_from:
+      return finetune.start_state(setup, self.config, setup.model.config.num_words)
+    return super().initial_state(setup)
 
   def train_step(self, setup, workdir: str, vocab, train_source, start: int):
     del workdir, vocab, train_source, start

@@ -42,7 +42,9 @@ INDEX_KEY = "example_index"  # the training batch's field naming each row's exam
 SAME_RUN_FIELDS = ("model", "max_caption_tokens", "vocab", "dataset.name", "dataset.builder_config",
                    "dataset.train_split", "dataset.caption_field", "dataset.style", "dataset.factual_split",
                    "dataset.augmented", "dataset.features", "dataset.feature_key")
-_IGNORED_FIELDS = ("model.encoder.weights",)  # used by --mode=caption only
+# model.encoder.weights: used by --mode=caption only; vocab.extend: how a fine-tune grows init_from's vocabulary
+# (an SCST run keeps it whole), absent from the config.json of runs from before it.
+_IGNORED_FIELDS = ("model.encoder.weights", "vocab.extend")
 
 
 def enabled(config: ml_collections.ConfigDict) -> bool:
@@ -302,6 +304,7 @@ class Scst(objective.Objective):
     return self.config.init_from
 
   def check(self, workdir: str) -> None:
+    super().check(workdir)
     check(self.config, workdir)
 
   def training_split(self, train_source):

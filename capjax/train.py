@@ -24,7 +24,8 @@ import optax
 from absl import logging
 from clu import metric_writers, periodic_actions
 
-from capjax import checkpoints, config_util, ensemble, gradients, models, optimizer, preemption, run_log, sharding
+from capjax import checkpoints, config_util, ensemble, finetune, gradients, models, optimizer, preemption, run_log
+from capjax import sharding
 from capjax import decode as decode_lib
 from capjax import ema as ema_lib
 from capjax import evaluate as evaluate_lib
@@ -102,7 +103,7 @@ def state_init_fn(config: ml_collections.ConfigDict, vocab_size: int, inputs: so
   """(model, optimizer, init_fn): `init_fn(rng)` makes the TrainState with its leaves boxed in their logical axis
   names (`nn.Partitioned`); the optimizer state's leaves carry their parameter's names (optax maps over params)."""
   model = models.build(config, vocab_size)
-  tx = optimizer.make_optimizer(config)
+  tx = finetune.with_frozen(optimizer.make_optimizer(config), config)  # `freeze`'s parameters get no update
   images, tokens = dummy_inputs(inputs, config.max_caption_tokens, 1)
 
   def init_fn(rng):
@@ -261,7 +262,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, objecti
   # Every split opened before the vocabulary is written: a bad one (an empty slice) fails now, not after training.
   val_source = sources.data_source(config.dataset, config.dataset.eval_split)
   test_source = sources.data_source(config.dataset, config.dataset.test_split)
-  objective.adopt_vocabulary(workdir)  # init_from's, the ids its parameters were trained on
+  objective.adopt_vocabulary(workdir, train_source)  # init_from's, the ids its parameters were trained on
   vocab = load_or_build_vocab(config, workdir, train_source)
   train_iter = pipeline.train_iterator(config, objective.training_split(train_source), vocab, inputs.key)
 

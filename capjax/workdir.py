@@ -53,7 +53,7 @@ RESUMABLE_FIELDS = (
 
 # Fields added after runs were saved without them, and the value those runs had: a saved config.json without the
 # field compares as this value, so that a run from before it resumes (with its checkpoints, which have no EMA).
-ABSENT_MEANS = {"optimizer.ema_decay": 0.0}
+ABSENT_MEANS = {"optimizer.ema_decay": 0.0, "init_from": "", "init_step": -1, "freeze": "", "vocab.extend": True}
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -25,7 +25,8 @@ Variants (`--config=configs/t2t.py:VARIANTS`, comma separated):
 Plus `key=value` pairs: `steps=N`, `batch=N`, with shapes `domain=plain|vivid`, with cc12m
 `field=caption_llava_short|caption_llava|alt_text`, and with
 stylized `style=S`, `augmented=NAME` and `factual=N` (also train on N images' factual captions, style-conditioned).
-Any field can be overridden with `--config.field=value`.
+Any field can be overridden with `--config.field=value`; `--config.init_from=WORKDIR` fine-tunes that run's model on
+this config's dataset (docs/training.md, "Fine-tuning from a pretrained run").
 """
 
 import ml_collections
@@ -81,7 +82,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.dataset.features = "irv2"
   c.dataset.feature_key = "pooled" if "1x1" in variants else "grid"  # 1x1 reads the 1536-d pooled vector
   c.dataset.feature_shape = (8, 8, 1536)  # the grid at 299x299 pixels
-  c.vocab = ml_collections.ConfigDict({"min_count": 4})  # rarer training-caption words -> <UNK>
+  # Rarer training-caption words -> <UNK>. extend (fine-tuning, `init_from`): the pretrained vocabulary keeps its ids
+  # and the new captions' words seen min_count times are appended (False: they read as <UNK>).
+  c.vocab = ml_collections.ConfigDict({"min_count": 4, "extend": True})
   c.max_caption_tokens = 15               # captions truncated to 15 words
   c.augment = ml_collections.ConfigDict({"crop": False, "crop_min_scale": 0.5, "color": False})
   c.input = ml_collections.ConfigDict({"num_threads": 2, "prefetch": 4})
@@ -157,6 +160,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   })
   c.decode = ml_collections.ConfigDict({"method": "beam", "beam_size": 4, "alpha": 0.6})  # the paper's beam 4
   c.debug_nans = False
+  # Fine-tuning (docs/training.md): start from this trained workdir's model (its best checkpoint by validation CIDEr-D,
+  # or init_step's) with a fresh optimizer; "" trains from random parameters. `scst` starts from one too.
+  c.init_from = ""
+  c.init_step = -1                        # -1: the best checkpoint
+  c.freeze = ""                           # encoder: train the decoder only (the image side stays as pretrained)
   # Steps the host may dispatch ahead of the device: the loop waits for step N - max_steps_ahead before running on,
   # so a stop (SIGTERM) saves its checkpoint within about that many step times.
   c.max_steps_ahead = 1
@@ -296,7 +304,6 @@ def _scst(c: ml_collections.ConfigDict, short: bool) -> None:
   a small constant rate: Adam at 5e-5 as Rennie et al.; Adagrad at 1e-3, a guess (unmeasured). On the synthetic
   scenes, the setting that won docs/training.md's equal-compute table on both domains (T2T): 3 samples for each of 16
   images a step (48 captions, about an MLE step's 64), Adam 7e-5, 414 steps (the compute of 240 MLE steps)."""
-  c.init_from = ""
   c.scst = ml_collections.ConfigDict({
       "num_samples": 5,      # captions sampled per image
       "temperature": 1.0,

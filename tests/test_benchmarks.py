@@ -1,5 +1,6 @@
 """The benchmarks run (their figures are read by people, never asserted: no test checks a time)."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -117,3 +118,22 @@ def test_clip_speed_prints_its_rows_and_the_projection():
   for row, count in ((rows[4], 3_300_000), (rows[5], 5_000_000_000)):
     expected = count / pairs_per_s / 3600
     assert abs(float(row[2].split()[0].replace(",", "")) - expected) <= 0.01 * expected + 0.05
+
+
+def test_finetune_gain_writes_its_table_json_and_plot(shapes_debug_run, tmp_path):
+  """Tiny (`--tiny`: the tests' 30-step run fine-tuned, and trained from scratch, for 2 steps on 16 vivid examples,
+  2 seeds): the four runs, the two rows, and the plot."""
+  _, pretrained, _ = shapes_debug_run
+  output = tmp_path / "gain"
+  proc = subprocess.run([sys.executable, "benchmarks/finetune_gain.py", "--tiny", f"--pretrained={pretrained}",
+                         "--sizes=16", "--seeds=0,1", "--steps=2", f"--data_dir={tmp_path / 'data'}",
+                         f"--output={output}"], cwd=REPO, env=_env("--xla_force_host_platform_device_count=1"),
+                        capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  runs = json.loads((output / "finetune_gain.json").read_text())["runs"]
+  assert sorted((r["arm"], r["seed"]) for r in runs) == [("finetune", 0), ("finetune", 1), ("scratch", 0),
+                                                         ("scratch", 1)]
+  rows = [line for line in (output / "finetune_gain.md").read_text().splitlines() if line.startswith("| 16 |")]
+  assert [row.split("|")[2].strip() for row in rows] == ["finetune", "scratch"]
+  assert all(row.count("±") == 3 for row in rows)
+  assert (output / "finetune_gain.png").read_bytes()[:4] == b"\x89PNG"

@@ -31,6 +31,10 @@ def _mle_run(d_model: int) -> dict[str, bytes]:
   """An `--config.init_from` folder: what SCST checks of a trained MLE run (config.json, vocab.txt)."""
   return {"mle/config.json": _other_run(d_model), "mle/vocab.txt": b"<pad>\n<s>\n</s>\n<unk>\na\n"}
 
+def _pretrained_run(d_model: int) -> dict[str, bytes]:
+  """An `--config.init_from` folder for a fine-tune, without checkpoints: a run's config.json and vocab.txt."""
+  return {"pre/config.json": _other_run(d_model), "pre/vocab.txt": b"<pad>\n<s>\n</s>\n<unk>\na\n"}
+
 # Two workdirs' vocabularies (all a check needs of a run) that differ at id 5.
 _TWO_VOCABULARIES = {"a/vocab.txt": b"<PAD>\n<BOS>\n<EOS>\n<UNK>\na\nsquare\n",
                      "b/vocab.txt": b"<PAD>\n<BOS>\n<EOS>\n<UNK>\na\ncircle\n"}
@@ -150,6 +154,16 @@ CASES = [
     train("scst-init-from-untrained", *SCST, *TINY, files={"mle/.keep": b""}, match="holds no trained model"),
     train("scst-init-from-another-model", *SCST, *TINY, files=_mle_run(64),
           match="holds a run of another model or vocabulary (model.d_model: 64 there, 32 here)"),
+    case(MAIN, "finetune-init-from-without-checkpoint", CONFIG, *TINY, "--config.init_from={t}/pre", "--workdir={t}/w",
+         files=_pretrained_run(32), match="--config.init_from={t}/pre has no checkpoint — train it first"),
+    case(MAIN, "finetune-init-from-another-model", CONFIG, *TINY, "--config.init_from={t}/pre", "--workdir={t}/w",
+         files={**_pretrained_run(64), "pre/checkpoints/3/x": b""},
+         match="--config.init_from={t}/pre holds a model of another architecture (model.d_model: 64 there, 32 here)"),
+    case(MAIN, "finetune-init-step-not-kept", CONFIG, *TINY, "--config.init_from={t}/pre", "--config.init_step=7",
+         "--workdir={t}/w", files={**_pretrained_run(32), "pre/checkpoints/3/x": b""},
+         match="--config.init_step=7: {t}/pre has checkpoints of steps 3 — pick one of them"),
+    case(MAIN, "finetune-freeze-unknown", CONFIG, *TINY, "--config.freeze=decoder", "--workdir={t}/w",
+         match="--config.freeze=decoder is not a part to freeze"),
     train("ema-decay-one", CONFIG, *TINY, "--config.optimizer.ema_decay=1.0",
           match="optimizer.ema_decay=1.0 is impossible — set --config.optimizer.ema_decay in [0, 1)"),
     train("ema-decay-negative", CONFIG, *TINY, "--config.optimizer.ema_decay=-0.5", match="ema_decay=-0.5"),
