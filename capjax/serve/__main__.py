@@ -142,11 +142,11 @@ def _serve(server, export: str | None, workdir: str | None) -> int:
     while not stop.wait(0.5):
       pass
   finally:  # SIGTERM, or Ctrl-C (KeyboardInterrupt, which cli.run turns into its `interrupted:` line afterwards)
-    signal.signal(signal.SIGTERM, previous)
     server.shutdown()  # no new connection is accepted; those accepted are answered
     thread.join()
     left = server.drain(DRAIN_S)
     batcher.stop()
+    signal.signal(signal.SIGTERM, previous)  # only now: a second SIGTERM during the drain changes nothing
     print(json.dumps({"stopped": True, "unanswered": left, **batcher.stats()}), flush=True)
   return 0
 

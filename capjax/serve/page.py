@@ -43,9 +43,11 @@ async function caption(file) {
     const body = await answer.json();
     if (!answer.ok) throw new Error(body.error || answer.statusText);
     for (const c of body.captions) {
-      const item = document.createElement("li"), score = document.createElement("span");
-      item.className = "caption";
-      item.textContent = c.text;
+      const item = document.createElement("li"), text = document.createElement("span");
+      const score = document.createElement("span");
+      text.className = "text";
+      text.textContent = c.text || "(an empty caption)";
+      item.append(text);
       score.className = "score";
       score.textContent = "score " + c.score.toFixed(3);
       item.append(score);
