@@ -169,6 +169,26 @@ def test_an_oversized_body_is_413_before_it_is_sent(run, server):
   assert request(f"{server.url}/caption", run[2][0].read_bytes())[0] == 200
 
 
+def raw(url: str, data: bytes) -> tuple[bytes, bytes]:
+  """(status line and headers, body) of `data` sent as is, the whole answer read."""
+  host, port = url.removeprefix("http://").split(":")
+  with socket.create_connection((host, int(port)), timeout=30) as connection:
+    connection.sendall(data)
+    answer = b""
+    while chunk := connection.recv(65536):
+      answer += chunk
+  head, _, body = answer.partition(b"\r\n\r\n")
+  return head, body
+
+
+def test_a_request_the_server_cannot_parse_is_answered_in_json(server):
+  head, body = raw(server.url, b"GET / too many words HTTP/1.1\r\n\r\n")
+  assert head.startswith(b"HTTP/1.0 400") and "error" in json.loads(body), head
+  head, body = raw(server.url, b"PUT /caption HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+  assert head.startswith(b"HTTP/1.0 501") and "error" in json.loads(body), head
+  assert request(f"{server.url}/healthz")[0] == 200
+
+
 def test_sixteen_concurrent_requests_are_decoded_in_fewer_calls(run, export, server):
   _, _, paths = run
   images = [paths[i % NUM_IMAGES].read_bytes() for i in range(16)]

@@ -70,6 +70,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     if self.command != "HEAD":
       self.wfile.write(body)
 
+  def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+    """The base class's answer to a request it cannot parse (a bad request line, headers too long, a method without
+    a do_ method), as JSON like every other error rather than its HTML page."""
+    del explain
+    logging.info("%s: %d %s", self.address_string(), code, message)
+    self._json(code, {"error": message or self.responses.get(code, ("error",))[0]}, close=True)
+
   def _json(self, status: int, value: dict, close: bool = False) -> None:
     self._send(status, json.dumps(value).encode(), "application/json", close)
 
