@@ -101,13 +101,19 @@ def _flat(params: Any) -> dict[str, np.ndarray]:
   return {f"{i:05d}": np.asarray(leaf) for i, leaf in enumerate(jax.tree.leaves(params))}
 
 
-def write_jax(dec: Decoder, folder: str) -> None:
-  """`folder`/decode.jaxexport (the serialized function, any batch size), params.npz and vocab.txt."""
-  os.makedirs(folder)
+def export_jax(dec: Decoder) -> jax.export.Exported:
+  """`dec.fn` as a `jax.export` function of (params, pictures) for any batch size: what `write_jax` serializes, and
+  what `capjax.serve --workdir` calls in memory, so that a served workdir runs the same function as its export."""
   (batch,) = jax.export.symbolic_shape("b")
   shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), dec.params)
   images = jax.ShapeDtypeStruct((batch, dec.image_size, dec.image_size, 3), jnp.uint8)
-  exported = jax.export.export(jax.jit(dec.fn))(shapes, images)
+  return jax.export.export(jax.jit(dec.fn))(shapes, images)
+
+
+def write_jax(dec: Decoder, folder: str) -> None:
+  """`folder`/decode.jaxexport (the serialized function, any batch size), params.npz and vocab.txt."""
+  os.makedirs(folder)
+  exported = export_jax(dec)
   with open(os.path.join(folder, JAX_FUNCTION), "wb") as f:
     f.write(exported.serialize())
   np.savez(os.path.join(folder, JAX_PARAMS), **_flat(dec.params))
