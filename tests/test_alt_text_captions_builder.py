@@ -16,7 +16,7 @@ import tensorflow_datasets as tfds
 
 from capjax.image import filters as image_filters
 from tfds_builders import img2dataset as i2d
-from tfds_builders import progress as progress_lib
+from capjax import progress as progress_lib
 from tfds_builders.alt_text_captions import alt_text_captions_dataset_builder as builder_lib
 from tfds_builders.alt_text_captions import make_dummy_data as dummy
 from tfds_builders.alt_text_captions import stages as stages_lib

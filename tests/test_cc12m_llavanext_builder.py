@@ -20,7 +20,7 @@ import tensorflow_datasets as tfds
 
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
-from tfds_builders import progress as progress_lib
+from capjax import progress as progress_lib
 from tfds_builders import report as report_lib
 from tfds_builders.cc3m import make_dummy_data as cc3m_dummy
 from tfds_builders.cc12m_llavanext import cc12m_llavanext_dataset_builder as cc12m

@@ -23,7 +23,7 @@ import tensorflow_datasets as tfds
 
 from capjax.image import io as image_io
 from tfds_builders import img2dataset as i2d
-from tfds_builders import progress as progress_lib
+from capjax import progress as progress_lib
 from tfds_builders.cc3m import cc3m_dataset_builder as cc3m
 from tfds_builders.img2dataset import beam as i2d_beam
 from tfds_builders.cc3m import make_dummy_data as dummy

@@ -18,6 +18,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 
 from capjax.image import phash as phash_lib
+from capjax.progress import Progress
 from tfds_builders import builder_base
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
@@ -25,7 +26,6 @@ from tfds_builders.alt_text_captions import clip_stage as clip_lib
 from tfds_builders.alt_text_captions import dedup as dedup_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
 from tfds_builders.builder_base import LocalCodePath, ManualDataError, PlainOrBeam, at_least_one
-from tfds_builders.progress import Progress
 
 _NAME = "alt_text_captions train"  # of the progress lines
 _INSTRUCTIONS_POINTER = "see tfds_builders/alt_text_captions/README.md"

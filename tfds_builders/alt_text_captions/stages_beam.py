@@ -21,13 +21,13 @@ from typing import Any
 import apache_beam as beam
 
 from capjax.image import phash as phash_lib
+from capjax.progress import log_shard
 from capjax.text import concepts as concepts_lib
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.alt_text_captions import clip_stage as clip_lib
 from tfds_builders.alt_text_captions import dedup as dedup_lib
 from tfds_builders.alt_text_captions import stages as stages_lib
-from tfds_builders.progress import log_shard
 
 KEPT, REJECTS, COUNTS, SCORES = "kept", "rejects", "counts", "scores"
 

@@ -19,12 +19,12 @@ from typing import Any
 
 
 from capjax import files
+from capjax.progress import Progress
 from capjax.strings import is_utf8
 from capjax.text import recaption
 from tfds_builders import img2dataset as i2d
 from tfds_builders import report as report_lib
 from tfds_builders.img2dataset import wds
-from tfds_builders.progress import Progress
 
 JSONL = "train.jsonl.gz"
 RECAPTIONS = ("caption_llava", "caption_llava_short")  # cleaned by capjax.text.recaption

@@ -23,10 +23,10 @@ from typing import Any
 import apache_beam as beam
 from absl import logging
 
+from capjax.progress import log_shard
 from tfds_builders import report as report_lib
 from tfds_builders.cc12m_llavanext import join
 from tfds_builders.img2dataset.shards import Where
-from tfds_builders.progress import log_shard
 
 MAIN, COUNTS = "main", "counts"
 # Rows in one batch at most: the jsonl's reader holds the batches of a few groups only (keys come in runs).

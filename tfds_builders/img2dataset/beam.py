@@ -19,12 +19,12 @@ from typing import Any
 
 import tensorflow_datasets as tfds
 
+from capjax.progress import log_shard
 from tfds_builders import report as report_lib
 from tfds_builders.img2dataset.join import (Event, Winner, row_outcome, shard_events, shard_examples, split_report,
                                             winner_of)
 from tfds_builders.img2dataset.shards import Where
 from tfds_builders.img2dataset.tsv import tsv_index
-from tfds_builders.progress import log_shard
 
 # The rows joined in one element: those whose lines start in the same GROUP_BYTES of the TSV (a row's id is its
 # byte offset), about 1,600 of CC3M's rows. img2dataset's shards hold runs of consecutive rows, so a shard's events

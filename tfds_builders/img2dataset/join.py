@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from capjax.image import io as image_io
+from capjax.progress import Progress
 from tfds_builders import report as report_lib
-from tfds_builders.progress import Progress
 from tfds_builders.img2dataset.shards import (Where, parquet_path, read_parquet, read_images, shard_samples,
                                               verify_image)
 from tfds_builders.img2dataset.tsv import TsvIndex, tsv_index
