@@ -251,8 +251,10 @@ def test_the_training_command_reports_bad_input(tmp_path, capsys, argv, message)
 
 
 def test_the_extraction_command_reports_a_directory_that_is_not_a_style_model(tmp_path, capsys):
-  code, out = _run(sp.main, ["sp", f"--model={tmp_path}", f"--output={tmp_path / 'o.jsonl'}"], capsys)
-  assert (code, out.err) == (2, f"error: {tmp_path} is not a style classifier (no style_classifier.json) — train "
+  model = tmp_path / "not_a_model"
+  model.mkdir()
+  code, out = _run(sp.main, ["sp", f"--model={model}", f"--output={tmp_path / 'o.jsonl'}"], capsys)
+  assert (code, out.err) == (2, f"error: {model} is not a style classifier (no style_classifier.json) — train "
                                 "one with `python -m capjax.text_models.style_classifier --output=DIR`\n")
 
 
