@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pathlib
 from types import ModuleType
 from typing import NoReturn
 
@@ -47,3 +48,16 @@ random_like = irv2.random_like  # the library's, which `convert_weights --format
 def random_irv2_variables(num_classes: int | None = IRV2_NUM_CLASSES, seed: int = 0) -> dict:
   """Random weights and batch-norm statistics of the released layout, as convert_weights would give them."""
   return irv2.random_variables(num_classes, seed)
+
+
+def beam_config(folder: pathlib.Path, data_dir: str, beam_size: int = 3) -> pathlib.Path:
+  """A user's `--config` file in `folder`: the tiny `:shapes,debug` run on `data_dir`, decoded with beam search of
+  `beam_size` (what the export and serving tests export)."""
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  path = folder / "beam.py"
+  path.write_text(
+      "from capjax import config_util\n\n\ndef get_config(arg=None):\n"
+      f"  c = config_util.load('{repo / 'configs/t2t.py'}:shapes,debug')\n"
+      f"  c.dataset.update(builder_config='tiny', data_dir='{data_dir}')\n"
+      f"  c.decode.update(method='beam', beam_size={beam_size}, alpha=0.6)\n  return c\n")
+  return path

@@ -18,6 +18,7 @@ from PIL import Image
 
 from capjax import config_util, inference
 from capjax.data import sources
+import helpers
 from trained_models import REPO, main_env
 
 NUM_IMAGES = 5
@@ -92,11 +93,7 @@ def beam_export(run, tmp_path_factory):
   """(config, export) of the run exported with beam search of 3 (a --config file of the user's)."""
   config, workdir, _ = run
   folder = tmp_path_factory.mktemp("beam")
-  (folder / "beam.py").write_text(
-      "from capjax import config_util\n\n\ndef get_config(arg=None):\n"
-      f"  c = config_util.load('{REPO / 'configs/t2t.py'}:shapes,debug')\n"
-      f"  c.dataset.update(builder_config='tiny', data_dir='{config.dataset.data_dir}')\n"
-      "  c.decode.update(method='beam', beam_size=3, alpha=0.6)\n  return c\n")
+  helpers.beam_config(folder, config.dataset.data_dir)
   output = folder / "export"
   proc = export_command(f"--workdir={workdir}", f"--output={output}", f"--config={folder / 'beam.py'}")
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -27,6 +27,7 @@ import browser
 from capjax import config_util, inference
 from capjax.data import sources
 from image_bytes import black_bilevel_png
+import helpers
 from trained_models import REPO, main_env
 
 NUM_IMAGES = 4
@@ -55,11 +56,7 @@ def export(run, tmp_path_factory):
   """The run exported with beam search of 3 (k = 3 captions per image)."""
   config, workdir, _ = run
   folder = tmp_path_factory.mktemp("beam")
-  (folder / "beam.py").write_text(
-      "from capjax import config_util\n\n\ndef get_config(arg=None):\n"
-      f"  c = config_util.load('{REPO / 'configs/t2t.py'}:shapes,debug')\n"
-      f"  c.dataset.update(builder_config='tiny', data_dir='{config.dataset.data_dir}')\n"
-      "  c.decode.update(method='beam', beam_size=3, alpha=0.6)\n  return c\n")
+  helpers.beam_config(folder, config.dataset.data_dir)
   proc = subprocess.run([sys.executable, "-m", "capjax.export", f"--workdir={workdir}", f"--output={folder / 'e'}",
                          f"--config={folder / 'beam.py'}"], cwd=REPO, env=main_env(), capture_output=True, text=True,
                         timeout=900)

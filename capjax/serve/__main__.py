@@ -139,7 +139,7 @@ def _serve(server, export: str | None, workdir: str | None) -> int:
   print(json.dumps({"serving": export or workdir, "url": f"http://{host}:{port}/", "k": k,
                     "batch_sizes": batcher.sizes, "ready_s": round(time.monotonic() - start, 1)}), flush=True)
   try:
-    while not stop.wait(0.5):
+    while not stop.wait(0.5):  # short waits: the main thread runs Python's signal handlers between them
       pass
   finally:  # SIGTERM, or Ctrl-C (KeyboardInterrupt, which cli.run turns into its `interrupted:` line afterwards)
     server.shutdown()  # no new connection is accepted; those accepted are answered
