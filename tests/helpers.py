@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import pathlib
+import socket
 from types import ModuleType
 from typing import NoReturn
 
@@ -17,6 +18,13 @@ IRV2_NUM_CLASSES = 1000
 # about 2-3x faster (measured: accelerator_check --small 116 -> 58 CPU s, the multihost init ~3x), and small test
 # models run about as fast. Runs a test compares with each other all use it, so they still agree bit for bit.
 FAST_COMPILE = "--xla_backend_optimization_level=0"
+
+
+def free_port() -> int:
+  """A loopback port free now, for a jax.distributed coordinator or a server under test."""
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
 
 
 def slow_fixture(function):

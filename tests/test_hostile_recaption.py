@@ -58,6 +58,9 @@ CASES = [
           match="has no out.jsonl.settings.json"),
     _case("format-unknown", "--workdir={t}/w", TINY, OUT, "--format=csv", match="--format"),
     _case("batch-size-negative", "--workdir={t}/w", TINY, OUT, "--batch_size=-8", match="batch_size"),
+    _case("distributed-unknown", "--workdir={t}/w", TINY, OUT, "--distributed=maybe", match="distributed"),
+    _case("distributed-on-without-a-cluster", "--workdir={t}/w", TINY, OUT, "--distributed=on",
+          match="--distributed=on but no cluster was detected"),
 ]
 
 test_bad_input_is_one_error_line_and_changes_nothing = runner(CASES)

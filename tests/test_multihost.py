@@ -16,7 +16,6 @@ import os
 import pathlib
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,12 +45,6 @@ def _command(workdir: pathlib.Path, data_dir: pathlib.Path, distributed: str) ->
           "--config.input.num_threads=1", *RULES_FLAGS, f"--workdir={workdir}", f"--distributed={distributed}"]
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 class Run:
   """One launch of `processes` processes x `devices` CPU devices on `workdir`; their output in files beside it."""
 
@@ -68,7 +61,7 @@ class Run:
                 # step at every launch.
                 JAX_COMPILATION_CACHE_DIR=str(workdir.parent / "jax_cache"),
                 JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-    port = _free_port()
+    port = helpers.free_port()
     self.procs = []
     for i, log in enumerate(self.logs):
       env = dict(base)

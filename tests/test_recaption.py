@@ -1,13 +1,15 @@
 """`python -m capjax.recaption` on the session's tiny trained captioner (tests/trained_models.py) and its
 synthetic_scenes/tiny build: the captions are evaluation's, a killed job resumes without a duplicate, slices keep the
-full split's indices, another model into the same file is refused, and the TFDS copy reads back. In process, on the
-8 fake CPU devices of conftest.py, so that the batch is split over a mesh of 8."""
+full split's indices, another model into the same file is refused, the TFDS copy reads back, and two processes of a
+multi-host job write what one writes. In process, on the 8 fake CPU devices of conftest.py, so that the batch is split
+over a mesh of 8."""
 
 from __future__ import annotations
 
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +18,9 @@ import pytest
 
 from capjax.recaption import job as job_lib
 from capjax.recaption import journal
+import helpers
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
 SPLIT = "test[:24]"
 BATCH = 8
 
@@ -92,17 +96,49 @@ def test_a_process_killed_after_its_first_batch_resumes_to_the_same_file(straigh
   args = [sys.executable, "-m", "capjax.recaption", f"--workdir={workdir}", f"--dataset=synthetic_scenes/tiny:{SPLIT}",
           f"--data_dir={data_dir}", f"--output={out}", f"--batch_size={BATCH}"]
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  repo = pathlib.Path(__file__).resolve().parent.parent
-  proc = subprocess.Popen(args, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   try:
     while proc.poll() is None and not (out.exists() and out.stat().st_size):
       time.sleep(0.05)
   finally:
     proc.kill()
     proc.wait()
-  again = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+  again = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
   assert again.returncode == 0, again.stderr[-2000:]
   assert out.read_bytes() == output.read_bytes()
+
+
+@pytest.mark.slow  # two capjax.recaption processes (conftest.py: the slow rule)
+def test_two_processes_of_four_devices_write_the_file_one_process_of_eight_writes(straight, tmp_path):
+  """A multi-host job on one machine, started as launch/multiprocess_cpu.sh starts training: 2 processes x 4 fake
+  CPU devices joined by jax.distributed on 127.0.0.1 (--distributed=on). Each decodes its own rows of every global
+  batch and process 0 alone writes: the file is byte for byte the one process of 8 devices' (the same per-device
+  rows, so the same numbers), with --format=tfds's copy written once."""
+  data_dir, workdir, output, _ = straight
+  out = tmp_path / "two_hosts.jsonl"
+  flags_ = re.sub(r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", ""))
+  env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "SLURM_", "TPU_", "MEGASCALE_"))}
+  env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=f"{flags_} --xla_force_host_platform_device_count=4".strip(),
+             JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{helpers.free_port()}", JAX_NUM_PROCESSES="2")
+  args = [sys.executable, "-m", "capjax.recaption", f"--workdir={workdir}", f"--dataset=synthetic_scenes/tiny:{SPLIT}",
+          f"--data_dir={data_dir}", f"--output={out}", f"--batch_size={BATCH}", "--format=tfds", "--distributed=on"]
+  logs = [tmp_path / f"process{i}.log" for i in range(2)]
+  procs = []
+  for i, log in enumerate(logs):
+    with open(log, "w") as f:
+      procs.append(subprocess.Popen(args, cwd=REPO, env=dict(env, JAX_PROCESS_ID=str(i)), stdout=f,
+                                    stderr=subprocess.STDOUT))
+  try:
+    codes = [p.wait(timeout=300) for p in procs]
+  finally:
+    for p in procs:
+      p.kill()
+  tails = "\n".join(f"--- process {i}:\n{log.read_text()[-2000:]}" for i, log in enumerate(logs))
+  assert codes == [0, 0], tails
+  assert "recaption: 24 examples written now, 24 in" in logs[1].read_text(), tails  # both decoded every batch
+  assert out.read_bytes() == output.read_bytes()
+  import tensorflow_datasets as tfds
+  assert len(tfds.builder_from_directory(str(tmp_path / "two_hosts_tfds")).as_data_source(split="test")) == 24
 
 
 def test_a_slice_keeps_each_example_s_index_in_the_full_split(straight, tmp_path):

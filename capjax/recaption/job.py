@@ -234,8 +234,8 @@ def run(job: Job, log: Callable[[str], None] = lambda text: print(text, file=sys
   r, config = job.request, job.config
   setup, params, vocab, step = inference.load_trained(config, r.workdir, r.step)
   batch = config.eval.batch_size
-  shards = sharding.batch_shards(setup.mesh)
-  if batch % (shards * jax.process_count()):
+  shards = sharding.batch_shards(setup.mesh)  # over every process's devices: a multiple splits over the processes too
+  if batch % shards:
     raise RecaptionInputError(f"--batch_size={batch} does not split over the {shards} devices of the mesh's batch "
                               f"axes — give a multiple of {shards}")
   settings = dict(job.settings, step=step)
