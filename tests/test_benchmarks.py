@@ -122,18 +122,32 @@ def test_clip_speed_prints_its_rows_and_the_projection():
 
 def test_finetune_gain_writes_its_table_json_and_plot(shapes_debug_run, tmp_path):
   """Tiny (`--tiny`: the tests' 30-step run fine-tuned, and trained from scratch, for 2 steps on 16 vivid examples,
-  2 seeds): the four runs, the two rows, and the plot."""
+  one seed; each run is a training subprocess, so the spread over seeds is checked below on given figures): the two
+  runs, their rows, and the plot."""
   _, pretrained, _ = shapes_debug_run
   output = tmp_path / "gain"
   proc = subprocess.run([sys.executable, "benchmarks/finetune_gain.py", "--tiny", f"--pretrained={pretrained}",
-                         "--sizes=16", "--seeds=0,1", "--steps=2", f"--data_dir={tmp_path / 'data'}",
+                         "--sizes=16", "--seeds=0", "--steps=2", f"--data_dir={tmp_path / 'data'}",
                          f"--output={output}"], cwd=REPO, env=_env("--xla_force_host_platform_device_count=1"),
                         capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, proc.stderr[-3000:]
   runs = json.loads((output / "finetune_gain.json").read_text())["runs"]
-  assert sorted((r["arm"], r["seed"]) for r in runs) == [("finetune", 0), ("finetune", 1), ("scratch", 0),
-                                                         ("scratch", 1)]
+  assert sorted((r["arm"], r["seed"]) for r in runs) == [("finetune", 0), ("scratch", 0)]
   rows = [line for line in (output / "finetune_gain.md").read_text().splitlines() if line.startswith("| 16 |")]
   assert [row.split("|")[2].strip() for row in rows] == ["finetune", "scratch"]
-  assert all(row.count("±") == 3 for row in rows)
+  assert all(row.count("± 0.000") == 3 for row in rows)  # one seed: no spread
   assert (output / "finetune_gain.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_finetune_gain_gives_the_mean_and_sample_spread_over_seeds():
+  import finetune_gain  # noqa: PLC0415 (benchmarks/, on sys.path above)
+  runs = [{"arm": arm, "size": 100, "seed": seed, "metrics": {"cider_d": c, "relation_accuracy": r, "exact_match": e}}
+          for arm, seed, c, r, e in (("finetune", 0, 1.0, 0.5, 0.25), ("finetune", 1, 3.0, 0.7, 0.25),
+                                     ("scratch", 0, 0.5, 0.1, 0.0), ("scratch", 1, 0.5, 0.3, 0.0))]
+  stats = finetune_gain.summary(runs)
+  assert stats["finetune", 100]["cider_d"] == (2.0, 2 ** 0.5)  # statistics.stdev: the sample deviation
+  assert stats["scratch", 100]["exact_match"] == (0.0, 0.0)
+  lines = finetune_gain.table(stats, [100], seeds=2, steps=300).splitlines()
+  assert lines[0] == "Vivid test split; 300 training steps per run; mean ± standard deviation over 2 seeds."
+  assert lines[4:] == ["| 100 | finetune | 2.000 ± 1.414 | 0.600 ± 0.141 | 0.250 ± 0.000 |",
+                       "| 100 | scratch | 0.500 ± 0.000 | 0.200 ± 0.141 | 0.000 ± 0.000 |"]
