@@ -278,6 +278,12 @@ def finish_report(report: report_lib.Report) -> dict[str, Any]:
   return report.as_dict(REPORT_KEYS, {"corrupt_image": "corrupt_reasons", "flags": "flags"})
 
 
+def write_report(report: report_lib.Report, data_dir: str) -> None:
+  """The build report's part into the dataset's folder being built, once every count is in `report` (both paths'
+  last step: tfds_builders/report.py)."""
+  report_lib.write_part(data_dir, "train", finish_report(report))
+
+
 def _shard_events(shards: list[str], store: RowStore, counts: collections.Counter,
                   progress: Progress | None) -> Iterator[i2d.Event]:
   """Each shard's images as join events, in (shard, sample) order; `progress` counts shards done, images read, and

@@ -136,10 +136,6 @@ def shard_examples(item: tuple[str, Iterable[list[join.Winner]]], shards: dict[s
   return join.shard_examples(shards[name], [winner for batch in batches for winner in batch])
 
 
-def write_report(report: report_lib.Report, data_dir: str) -> None:
-  report_lib.write_part(data_dir, "train", join.finish_report(report))
-
-
 class JoinPipeline(beam.PTransform):
   """jsonl.gz + tars → (line, example); every step's Reports summed by one combine into the build report's part
   in `data_dir`, the dataset's folder being built (tfds_builders/report.py)."""
@@ -162,7 +158,7 @@ class JoinPipeline(beam.PTransform):
     _ = ((rows[COUNTS], images[COUNTS], joined[COUNTS])
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine).without_defaults()  # no side-input stage
-         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
+         | "WriteReport" >> beam.Map(join.write_report, data_dir=self._data_dir))
     by_name = {os.path.basename(shard): shard for shard in self._shards}
     return (joined[MAIN]
             | "WinnersByShard" >> beam.GroupByKey()
