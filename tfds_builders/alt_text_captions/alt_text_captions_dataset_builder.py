@@ -152,7 +152,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     yield from at_least_one(self._stage_examples(shards, stages, excluded, report, cutoff), nothing_kept,
                             "check the manual dir's shards, or loosen the --set settings of the stage that dropped "
                             f"them all ({_INSTRUCTIONS_POINTER})")
-    report_lib.write_part(self.data_dir, "train", stages_lib.report_part(report, settings, *cutoff))
+    stages_lib.write_report(report, self.data_dir, settings, *cutoff)
 
   def _stage_examples(self, shards: list[str], stages: stages_lib.Stages, excluded: Mapping[str, phash_lib.HashIndex],
                       report: report_lib.Report, cutoff: list[float]) -> Iterator[tuple[str, dict[str, Any]]]:

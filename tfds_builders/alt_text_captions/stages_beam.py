@@ -294,11 +294,6 @@ def reject_report(reject: tuple[Any, ...]) -> report_lib.Report:
   return report_lib.Report().count(stage, reason=reason)
 
 
-def write_report(report: report_lib.Report, data_dir: str, settings: stages_lib.Settings,
-                 clip_cutoff: float | None) -> None:
-  report_lib.write_part(data_dir, "train", stages_lib.report_part(report, settings, clip_cutoff))
-
-
 class StagesPipeline(beam.PTransform):
   """Shards → Reshuffle → ReadShard → image → text → cross → [ClipBatches → clip] → hypernym (bytes dropped) →
   [ClipCut: below a share's cut-off (ClipCutoff over every score the clip stage gave, a side input)] → [dedup] →
@@ -358,7 +353,7 @@ class StagesPipeline(beam.PTransform):
     _ = ((reject_counts, *counts)
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine)
-         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir, settings=self._settings,
+         | "WriteReport" >> beam.Map(stages_lib.write_report, data_dir=self._data_dir, settings=self._settings,
                                      clip_cutoff=cutoff))
     return (pruned[KEPT]
             | "KeptByShard" >> beam.GroupByKey()
