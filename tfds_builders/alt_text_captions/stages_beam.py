@@ -161,14 +161,16 @@ def clip_cut_reject(reject: tuple[str, str, str, float | None], cutoff: float) -
 
 
 class ClipCutFn(beam.DoFn):
-  """A share's global step (after the hypernym repair, before dedup): (Outcome, shard) at or above the cut-off (a
-  side input) kept, those below it rejected as clip_below_threshold."""
+  """A share's global step (after the hypernym repair, before dedup): (Outcome, shard) kept or rejected at the stage
+  clip_stage.cut gives it once the cut-off (a side input) is known."""
 
   def process(self, item: tuple[stages_lib.Outcome, str], cutoff: float) -> Iterator[Any]:
-    if clip_lib.below(item[0].clip_score, cutoff):
-      yield beam.pvalue.TaggedOutput(REJECTS, (item[0].key, "clip", clip_lib.REASON))
-    else:
+    outcome = item[0]
+    stage, reason = clip_lib.cut(outcome.stage, outcome.reason, outcome.clip_score, cutoff)
+    if stage is None:
       yield item
+    else:
+      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, stage, reason))
 
 
 class ConceptCountsFn(beam.CombineFn):
