@@ -39,6 +39,12 @@ def _worker_stages(settings: stages_lib.Settings, labels: str, weights: str, cli
   return stages_lib.Stages(settings, labels, weights, clip)
 
 
+def _kept_or_reject(kept: Any, key: str, stage: str | None, reason: str | None, *more: Any) -> Any:
+  """`kept` for the main output when no stage dropped it (`reason` None), else its reject (key, stage, reason,
+  *more) tagged `rejects`: how every stage's DoFn routes what the shared stage function decided."""
+  return kept if reason is None else beam.pvalue.TaggedOutput(REJECTS, (key, stage, reason, *more))
+
+
 class _StagesDoFn(beam.DoFn):
   """A DoFn holding the worker's Stages, built in setup (not pickled with the DoFn); `paths` are the labels file,
   the labeler's and the CLIP's weights."""
@@ -88,10 +94,7 @@ class StageFn(_StagesDoFn):
 
   def process(self, item: stages_lib.Item) -> Iterator[Any]:
     reason, item = self._stages.stage(self.stage)(item)
-    if reason is None:
-      yield item
-    else:
-      yield beam.pvalue.TaggedOutput(REJECTS, (item.candidate.key, self.stage, reason))
+    yield _kept_or_reject(item, item.candidate.key, self.stage, reason)
 
 
 class ClipFn(_StagesDoFn):
@@ -108,10 +111,7 @@ class ClipFn(_StagesDoFn):
       clip_lib.count_score(scores, item.clip_score)
       if share:
         yield beam.pvalue.TaggedOutput(SCORES, item.clip_score)
-      if reason is None:
-        yield item
-      else:
-        yield beam.pvalue.TaggedOutput(REJECTS, (item.candidate.key, self.stage, reason))
+      yield _kept_or_reject(item, item.candidate.key, self.stage, reason)
     yield beam.pvalue.TaggedOutput(COUNTS, scores)
 
 
@@ -123,10 +123,7 @@ class HypernymFn(_StagesDoFn):
 
   def process(self, item: stages_lib.Item) -> Iterator[Any]:
     reason, outcome = self._stages.stage(self.stage)(item)
-    if reason is None:
-      yield outcome, item.shard
-    else:
-      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, self.stage, reason, outcome.clip_score))
+    yield _kept_or_reject((outcome, item.shard), outcome.key, self.stage, reason, outcome.clip_score)
 
 
 class CutoffFn(beam.CombineFn):
@@ -167,10 +164,7 @@ class ClipCutFn(beam.DoFn):
   def process(self, item: tuple[stages_lib.Outcome, str], cutoff: float) -> Iterator[Any]:
     outcome = item[0]
     stage, reason = clip_lib.cut(outcome.stage, outcome.reason, outcome.clip_score, cutoff)
-    if stage is None:
-      yield item
-    else:
-      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, stage, reason))
+    yield _kept_or_reject(item, outcome.key, stage, reason)
 
 
 class ConceptCountsFn(beam.CombineFn):
@@ -203,11 +197,8 @@ class ConceptsFn(beam.DoFn):
 
   def process(self, item: tuple[stages_lib.Outcome, str], counts: dict[str, int]) -> Iterator[Any]:
     outcome, shard = item
-    reason = stages_lib.concept_reason(outcome.concepts, counts, self._min_count)
-    if reason is None:
-      yield shard, outcome
-    else:
-      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, "concepts", reason))
+    yield _kept_or_reject((shard, outcome), outcome.key, "concepts",
+                          stages_lib.concept_reason(outcome.concepts, counts, self._min_count))
 
 
 def band_entries(item: tuple[stages_lib.Outcome, str], threshold: int) -> Iterator[tuple[tuple[int, int], Any]]:
