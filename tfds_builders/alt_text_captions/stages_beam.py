@@ -167,24 +167,8 @@ class ClipCutFn(beam.DoFn):
     yield _kept_or_reject(item, outcome.key, stage, reason)
 
 
-class ConceptCountsFn(beam.CombineFn):
-  """capjax.text's ConceptCounts as a beam.CombineFn: pairs per concept over the whole build."""
-
-  def __init__(self):
-    super().__init__()
-    self._fn = concepts_lib.ConceptCounts()
-
-  def create_accumulator(self):
-    return self._fn.create_accumulator()
-
-  def add_input(self, accumulator, concepts):
-    return self._fn.add_input(accumulator, concepts)
-
-  def merge_accumulators(self, accumulators):
-    return self._fn.merge_accumulators(accumulators)
-
-  def extract_output(self, accumulator):
-    return self._fn.extract_output(accumulator)
+class ConceptCountsFn(concepts_lib.ConceptCounts, beam.CombineFn):
+  """capjax.text's ConceptCounts (its methods first) as a beam.CombineFn: pairs per concept over the whole build."""
 
 
 class ConceptsFn(beam.DoFn):
