@@ -331,7 +331,7 @@ class StagesPipeline(beam.PTransform):
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine)
          | "WriteReport" >> beam.Map(stages_lib.write_report, data_dir=self._data_dir, settings=self._settings,
-                                     clip_cutoff=cutoff))
+                                     clip_cut=cutoff))
     return (pruned[KEPT]
             | "KeptByShard" >> beam.GroupByKey()
             | "ReadKept" >> beam.FlatMap(shard_examples))
