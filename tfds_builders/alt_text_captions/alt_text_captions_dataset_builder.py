@@ -152,7 +152,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
     yield from at_least_one(self._stage_examples(shards, stages, excluded, report, cutoff), nothing_kept,
                             "check the manual dir's shards, or loosen the --set settings of the stage that dropped "
                             f"them all ({_INSTRUCTIONS_POINTER})")
-    report_lib.write_part(self.data_dir, "train", stages_lib.report_part(report, settings, *cutoff))
+    stages_lib.write_report(report, self.data_dir, settings, *cutoff)
 
   def _stage_examples(self, shards: list[str], stages: stages_lib.Stages, excluded: Mapping[str, phash_lib.HashIndex],
                       report: report_lib.Report, cutoff: list[float]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -242,15 +242,16 @@ def _check_clip_weights(path: str) -> None:
 def _clip_cut(survivors: Sequence[str], pool: clip_lib.Pool, cutoff: float, concept_counts: collections.Counter,
               report: report_lib.Report) -> None:
   """A share's global step on the plain path, once `cutoff` is computed from every score: the hypernym repair's held
-  rejects counted at the stage clip_stage.cut gives them, and each survivor below the cut-off dropped as
-  clip_below_threshold, its concepts taken out of `concept_counts` (the later reads skip it by its score: no keys
-  are held)."""
+  rejects and the survivors each counted at the stage clip_stage.cut gives them (a survivor below the cut-off
+  dropped by the clip stage, its concepts taken out of `concept_counts`; the later reads skip it by its score: no
+  keys are held)."""
   for stage, reason, score in pool.released(cutoff):
     stages_lib.count_outcome(report, stage, reason, score)
   for path in survivors:
     for outcome in _read_outcomes(path):
-      if clip_lib.below(outcome.clip_score, cutoff):
-        report.count("clip", reason=clip_lib.REASON)
+      stage, reason = clip_lib.cut(outcome.stage, outcome.reason, outcome.clip_score, cutoff)
+      if stage is not None:
+        report.count(stage, reason=reason)
         concept_counts.subtract(set(outcome.concepts))
 
 

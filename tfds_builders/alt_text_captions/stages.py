@@ -195,16 +195,16 @@ def count_outcome(report: report_lib.Report, stage: str | None, reason: str | No
     clip_lib.count_score(report, clip_score)
 
 
-def report_part(report: report_lib.Report, settings: Settings, clip_cutoff: float | None = None) -> dict[str, Any]:
-  """The build report's part both paths write: the funnel of the stages run, the shards' counts, with the clip
-  stage the histogram of its scores and the cut-off applied, and with exclude the candidates dropped per evaluation
-  split matched."""
+def write_report(report: report_lib.Report, data_dir: str, settings: Settings, clip_cut: float | None = None) -> None:
+  """Both paths' last step, the build report's part into the dataset's folder (tfds_builders/report.py): the funnel
+  of the stages run, the shards' counts, with the clip stage the histogram of its scores and the cut-off applied,
+  and with exclude the candidates dropped per evaluation split matched; `clip_cut`, the clip stage's cut-off."""
   part = {"funnel": funnel(report, settings.stages()), "shards": shard_counts(report)}
   if settings.clip_weights:
-    part[clip_lib.SCORES], part[clip_lib.CUTOFF] = clip_lib.histogram(report), clip_lib.recorded(clip_cutoff)
+    part[clip_lib.SCORES], part[clip_lib.CUTOFF] = clip_lib.histogram(report), clip_lib.recorded(clip_cut)
   if settings.exclude:
     part[dedup_lib.EVAL_LEAKS] = dedup_lib.leak_counts(report, settings.exclude)
-  return part
+  report_lib.write_part(data_dir, "train", part)
 
 
 def funnel(report: report_lib.Report, stages: Sequence[str] = Settings().stages()) -> list[dict[str, Any]]:

@@ -39,6 +39,12 @@ def _worker_stages(settings: stages_lib.Settings, labels: str, weights: str, cli
   return stages_lib.Stages(settings, labels, weights, clip)
 
 
+def _kept_or_reject(kept: Any, key: str, stage: str | None, reason: str | None, *more: Any) -> Any:
+  """`kept` for the main output when no stage dropped it (`reason` None), else its reject (key, stage, reason,
+  *more) tagged `rejects`: how every stage's DoFn routes what the shared stage function decided."""
+  return kept if reason is None else beam.pvalue.TaggedOutput(REJECTS, (key, stage, reason, *more))
+
+
 class _StagesDoFn(beam.DoFn):
   """A DoFn holding the worker's Stages, built in setup (not pickled with the DoFn); `paths` are the labels file,
   the labeler's and the CLIP's weights."""
@@ -88,10 +94,7 @@ class StageFn(_StagesDoFn):
 
   def process(self, item: stages_lib.Item) -> Iterator[Any]:
     reason, item = self._stages.stage(self.stage)(item)
-    if reason is None:
-      yield item
-    else:
-      yield beam.pvalue.TaggedOutput(REJECTS, (item.candidate.key, self.stage, reason))
+    yield _kept_or_reject(item, item.candidate.key, self.stage, reason)
 
 
 class ClipFn(_StagesDoFn):
@@ -108,10 +111,7 @@ class ClipFn(_StagesDoFn):
       clip_lib.count_score(scores, item.clip_score)
       if share:
         yield beam.pvalue.TaggedOutput(SCORES, item.clip_score)
-      if reason is None:
-        yield item
-      else:
-        yield beam.pvalue.TaggedOutput(REJECTS, (item.candidate.key, self.stage, reason))
+      yield _kept_or_reject(item, item.candidate.key, self.stage, reason)
     yield beam.pvalue.TaggedOutput(COUNTS, scores)
 
 
@@ -123,10 +123,7 @@ class HypernymFn(_StagesDoFn):
 
   def process(self, item: stages_lib.Item) -> Iterator[Any]:
     reason, outcome = self._stages.stage(self.stage)(item)
-    if reason is None:
-      yield outcome, item.shard
-    else:
-      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, self.stage, reason, outcome.clip_score))
+    yield _kept_or_reject((outcome, item.shard), outcome.key, self.stage, reason, outcome.clip_score)
 
 
 class CutoffFn(beam.CombineFn):
@@ -161,34 +158,17 @@ def clip_cut_reject(reject: tuple[str, str, str, float | None], cutoff: float) -
 
 
 class ClipCutFn(beam.DoFn):
-  """A share's global step (after the hypernym repair, before dedup): (Outcome, shard) at or above the cut-off (a
-  side input) kept, those below it rejected as clip_below_threshold."""
+  """A share's global step (after the hypernym repair, before dedup): (Outcome, shard) kept or rejected at the stage
+  clip_stage.cut gives it once the cut-off (a side input) is known."""
 
   def process(self, item: tuple[stages_lib.Outcome, str], cutoff: float) -> Iterator[Any]:
-    if clip_lib.below(item[0].clip_score, cutoff):
-      yield beam.pvalue.TaggedOutput(REJECTS, (item[0].key, "clip", clip_lib.REASON))
-    else:
-      yield item
+    outcome = item[0]
+    stage, reason = clip_lib.cut(outcome.stage, outcome.reason, outcome.clip_score, cutoff)
+    yield _kept_or_reject(item, outcome.key, stage, reason)
 
 
-class ConceptCountsFn(beam.CombineFn):
-  """capjax.text's ConceptCounts as a beam.CombineFn: pairs per concept over the whole build."""
-
-  def __init__(self):
-    super().__init__()
-    self._fn = concepts_lib.ConceptCounts()
-
-  def create_accumulator(self):
-    return self._fn.create_accumulator()
-
-  def add_input(self, accumulator, concepts):
-    return self._fn.add_input(accumulator, concepts)
-
-  def merge_accumulators(self, accumulators):
-    return self._fn.merge_accumulators(accumulators)
-
-  def extract_output(self, accumulator):
-    return self._fn.extract_output(accumulator)
+class ConceptCountsFn(concepts_lib.ConceptCounts, beam.CombineFn):
+  """capjax.text's ConceptCounts (its methods first) as a beam.CombineFn: pairs per concept over the whole build."""
 
 
 class ConceptsFn(beam.DoFn):
@@ -201,11 +181,8 @@ class ConceptsFn(beam.DoFn):
 
   def process(self, item: tuple[stages_lib.Outcome, str], counts: dict[str, int]) -> Iterator[Any]:
     outcome, shard = item
-    reason = stages_lib.concept_reason(outcome.concepts, counts, self._min_count)
-    if reason is None:
-      yield shard, outcome
-    else:
-      yield beam.pvalue.TaggedOutput(REJECTS, (outcome.key, "concepts", reason))
+    yield _kept_or_reject((shard, outcome), outcome.key, "concepts",
+                          stages_lib.concept_reason(outcome.concepts, counts, self._min_count))
 
 
 def band_entries(item: tuple[stages_lib.Outcome, str], threshold: int) -> Iterator[tuple[tuple[int, int], Any]]:
@@ -294,11 +271,6 @@ def reject_report(reject: tuple[Any, ...]) -> report_lib.Report:
   return report_lib.Report().count(stage, reason=reason)
 
 
-def write_report(report: report_lib.Report, data_dir: str, settings: stages_lib.Settings,
-                 clip_cutoff: float | None) -> None:
-  report_lib.write_part(data_dir, "train", stages_lib.report_part(report, settings, clip_cutoff))
-
-
 class StagesPipeline(beam.PTransform):
   """Shards → Reshuffle → ReadShard → image → text → cross → [ClipBatches → clip] → hypernym (bytes dropped) →
   [ClipCut: below a share's cut-off (ClipCutoff over every score the clip stage gave, a side input)] → [dedup] →
@@ -358,8 +330,8 @@ class StagesPipeline(beam.PTransform):
     _ = ((reject_counts, *counts)
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine)
-         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir, settings=self._settings,
-                                     clip_cutoff=cutoff))
+         | "WriteReport" >> beam.Map(stages_lib.write_report, data_dir=self._data_dir, settings=self._settings,
+                                     clip_cut=cutoff))
     return (pruned[KEPT]
             | "KeptByShard" >> beam.GroupByKey()
             | "ReadKept" >> beam.FlatMap(shard_examples))

@@ -119,7 +119,7 @@ class Builder(PlainOrBeam, LocalCodePath, tfds.core.GeneratorBasedBuilder):
       examples = join.plain_examples(jsonl, shards, folder, drop_flagged, report, name="cc12m_llavanext train")
       yield from at_least_one(examples,
                               lambda: f"{jsonl} and {len(shards)} tar(s) gave {join.finish_report(report)}")
-    report_lib.write_part(self.data_dir, "train", join.finish_report(report))
+    join.write_report(report, self.data_dir)
 
 
 def _beam_transform(jsonl: str, shards: list[str], drop_flagged: bool, data_dir: str):

@@ -211,7 +211,9 @@ def url_mismatch(image: Image, row: Row) -> bool:
 
 
 def join_event(image: Image, found: tuple[int, int, Row] | None) -> i2d.Event:
-  """What one image contributes (the plain path's `i2d.row_outcomes` turns these into examples and counts)."""
+  """What one image contributes, given its key's (position, line, row) if any (`joined_examples` turns these into
+  examples and counts). An example keeps the image's order and where its bytes lie: a light image's winner is read
+  again there."""
   if found is None:
     return i2d.Event("image_without_row", key=image.key)
   position, line, row = found
@@ -219,7 +221,8 @@ def join_event(image: Image, found: tuple[int, int, Row] | None) -> i2d.Event:
     return i2d.Event("url_mismatch", key=image.key)
   if image.reason:
     return i2d.Event("bad", line, position, image.key, image.reason)
-  return i2d.Event("example", line, position, image.key, example=raw_example(row, image))
+  return i2d.Event("example", line, position, image.key, example=raw_example(row, image), order=image.order,
+                   where=image.where)
 
 
 def raw_example(row: Row, image: Image) -> dict[str, Any]:
@@ -269,13 +272,29 @@ def clean_and_count(example: dict[str, Any], report: report_lib.Report) -> bool:
   return bool(failures)
 
 
-# ------------------------------------------------------------------------------------------------ report
+# ------------------------------------------------------------------------------------------------ the join
 
 
-def finish_report(report: report_lib.Report) -> dict[str, Any]:
-  """The build report as written: REPORT_KEYS, then `corrupt_reasons` and `flags` (examples with each), each sorted
-  by name."""
-  return report.as_dict(REPORT_KEYS, {"corrupt_image": "corrupt_reasons", "flags": "flags"})
+def joined_examples(events: Iterable[i2d.Event], num_rows: int, drop_flagged: bool,
+                    report: report_lib.Report) -> Iterator[i2d.Event]:
+  """The join, on both paths: `join_event`s of rows 0..num_rows-1, each key's images in (shard, sample) order, into
+  the events of their examples (`i2d.row_outcomes`: a row's first good image), each cleaned and counted
+  (`clean_and_count`; a flagged one dropped with `drop_flagged`); once the events are exhausted, the images and
+  rows that gave none counted in `report` (see finish_report)."""
+  counts = report.counts
+  outcomes: dict[str, Any] = collections.defaultdict(int)
+  joined = 0
+  for event in i2d.row_outcomes(events, num_rows, outcomes):
+    joined += 1
+    if clean_and_count(event.example, report) and drop_flagged:
+      continue
+    counts["examples"] += 1
+    yield event
+  for kind in ("image_without_row", "url_mismatch", "duplicate_image"):
+    counts[kind] += outcomes[kind]
+  for reason, n in outcomes["corrupt_reasons"].items():
+    report.count("corrupt_image", n, reason=reason)
+  counts["row_without_image"] += num_rows - joined - outcomes["corrupt_image"]
 
 
 def _shard_events(shards: list[str], store: RowStore, counts: collections.Counter,
@@ -302,61 +321,47 @@ def plain_examples(jsonl: str, shards: list[str], folder: str, drop_flagged: boo
   the end of a gzip stream) and bad rows; then shards done of the shards, images read and images that failed."""
   rows = Progress(f"{name} jsonl", None, every, failed="bad rows so far") if name else None
   store = RowStore(jsonl, folder, progress=rows)
-  counts = report.counts
   try:
-    counts.update(store.counts)
+    report.counts.update(store.counts)
     shards_done = (Progress(name, len(shards), every, unit="shards", items="images", failed="images failed so far")
                    if name else None)
-    events = _shard_events(shards, store, counts, shards_done)
-    outcomes: dict[str, Any] = collections.defaultdict(int)
-    joined = 0
-    for line, example in i2d.row_outcomes(events, len(store), outcomes):
-      joined += 1
-      if clean_and_count(example, report) and drop_flagged:
-        continue
-      counts["examples"] += 1
-      yield line, example
-    for kind in ("image_without_row", "url_mismatch", "duplicate_image"):
-      counts[kind] += outcomes[kind]
-    for reason, n in outcomes["corrupt_reasons"].items():
-      report.count("corrupt_image", n, reason=reason)
-    counts["row_without_image"] += len(store) - joined - outcomes["corrupt_image"]
+    events = _shard_events(shards, store, report.counts, shards_done)
+    for event in joined_examples(events, len(store), drop_flagged, report):
+      yield event.row, event.example
   finally:
     store.close()
 
 
-def key_outcome(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_flagged: bool,
-                report: report_lib.Report) -> tuple[int, dict[str, Any], Image] | None:
-  """The Beam path's join of one key (all its rows and images, grouped), with the plain path's result: the first
-  row is kept; of the images that are the row's, the first good one in (shard, number) order is its example,
-  returned with that image (light images give an example whose "image" is None: `shard_examples` fills it)."""
-  rows = sorted(rows, key=lambda r: r[0])
-  images = sorted(images, key=lambda i: i.order)
-  counts = report.counts
-  if not rows:
-    counts["image_without_row"] += len(images)
-    return None
-  counts["duplicate_key"] += len(rows) - 1
-  line, row = rows[0]
-  own = [image for image in images if not url_mismatch(image, row)]
-  counts["url_mismatch"] += len(images) - len(own)
-  if not own:
-    counts["row_without_image"] += 1
-    return None
-  counts["duplicate_image"] += len(own) - 1
-  good = [image for image in own if not image.reason]
-  if not good:
-    report.count("corrupt_image", reason=own[0].reason)
-    return None
-  example = raw_example(row, good[0])
-  if clean_and_count(example, report) and drop_flagged:
-    return None
-  counts["examples"] += 1
-  return line, example, good[0]
+def key_rows(rows: Iterable[tuple[int, Row]], report: report_lib.Report) -> dict[str, tuple[int, int, Row]]:
+  """Some keys' (line, row) pairs as `RowStore` holds them, in memory: key → (position, line, row); of rows with
+  one key the first is kept, the others counted `duplicate_key`."""
+  found: dict[str, tuple[int, int, Row]] = {}
+  for line, row in sorted(rows, key=lambda r: r[0]):
+    if row.key in found:
+      report.count("duplicate_key")
+    else:
+      found[row.key] = (len(found), line, row)
+  return found
+
+
+def join_group(rows: Iterable[tuple[int, Row]], images: Iterable[Image], drop_flagged: bool,
+               report: report_lib.Report) -> Iterator[i2d.Event]:
+  """The Beam path's join of a group of keys (all their rows and images, grouped) by the plain path's steps: the
+  rows as the store holds them (`key_rows`), the images in (shard, sample) order as the plain path reads them, each
+  its `join_event`, then `joined_examples`. Light images give examples whose "image" is None: `shard_examples`
+  fills it."""
+  found = key_rows(rows, report)
+  events = (join_event(image, found.get(image.key)) for image in sorted(images, key=lambda i: i.order))
+  return joined_examples(events, len(found), drop_flagged, report)
 
 
 # A winner as the Beam path sends it to its shard's second pass: (where its bytes lie, line, example without image).
 Winner = tuple[i2d.Where, int, dict[str, Any]]
+
+
+def winner_of(event: i2d.Event) -> tuple[str, Winner]:
+  """(tar name, Winner) of a light image's example event (`join_group`): text fields and where its bytes lie."""
+  return event.order[0], (event.where, event.row, event.example)
 
 
 def shard_examples(shard: str, winners: Iterable[Winner]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -366,6 +371,21 @@ def shard_examples(shard: str, winners: Iterable[Winner]) -> Iterator[tuple[int,
   for where, image in i2d.read_images(shard, [where for where, _, _ in winners]):
     line, example = by_number[where.number]
     yield line, {**example, "image": image}
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def finish_report(report: report_lib.Report) -> dict[str, Any]:
+  """The build report as written: REPORT_KEYS, then `corrupt_reasons` and `flags` (examples with each), each sorted
+  by name."""
+  return report.as_dict(REPORT_KEYS, {"corrupt_image": "corrupt_reasons", "flags": "flags"})
+
+
+def write_report(report: report_lib.Report, data_dir: str) -> None:
+  """The build report's part into the dataset's folder being built, once every count is in `report` (both paths'
+  last step: tfds_builders/report.py)."""
+  report_lib.write_part(data_dir, "train", finish_report(report))
 
 
 def format_report(report: Mapping[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """The cc12m_llavanext Beam pipeline, whose shuffles carry no image bytes: the jsonl.gz read as one stream of rows;
 each tar one work item of images, each checked and its bytes dropped (pass 1); both sent in batches of plain tuples
-by group of keys (`key_group`), grouped, and each key of a group joined by join.key_outcome, so that the examples
-and the report are the plain path's; the winners (their text fields, no bytes) grouped by tar, and their bytes read
-again there, at their offsets (pass 2: i2d.read_images).
+by group of keys (`key_group`), grouped, and each group joined by join.join_group (the plain path's join, on the
+group's rows), so that the examples and the report are the plain path's; the winners (their text fields, no bytes)
+grouped by tar, and their bytes read again there, at their offsets (pass 2: i2d.read_images).
 The Reports of every step are summed into the build report's part. Batches, not one element per row and per image:
 Beam's per-element costs (each element through each transform, a pickled dataclass at each shuffle) were most of
 this path's cost beyond the plain path's.
@@ -104,7 +104,7 @@ class ReadShardFn(beam.DoFn):
 
 class JoinFn(beam.DoFn):
   """(group, {rows, images}: their batches) → (tar name, [Winner]) for each tar holding some of the group's
-  examples; the counts of every key of the group tagged, as one Report."""
+  examples (join.join_group); the counts of every key of the group tagged, as one Report."""
 
   def __init__(self, drop_flagged: bool):
     super().__init__()
@@ -112,20 +112,12 @@ class JoinFn(beam.DoFn):
 
   def process(self, item: tuple[str, dict[str, Iterable[list[Any]]]]) -> Iterator[Any]:
     _, grouped = item
-    rows: dict[str, list[tuple[int, join.Row]]] = collections.defaultdict(list)
-    for batch in grouped["rows"]:
-      for line, fields in batch:
-        rows[fields[0]].append((line, join.Row(*fields)))
-    images: dict[str, list[join.Image]] = collections.defaultdict(list)
-    for batch in grouped["images"]:
-      for packed in batch:
-        images[packed[0]].append(_unpacked(packed))
+    rows = [(line, join.Row(*fields)) for batch in grouped["rows"] for line, fields in batch]
+    images = [_unpacked(packed) for batch in grouped["images"] for packed in batch]
     report, winners = report_lib.Report(), collections.defaultdict(list)
-    for key in rows.keys() | images.keys():
-      result = join.key_outcome(rows.get(key, ()), images.get(key, ()), self._drop_flagged, report)
-      if result is not None:
-        line, example, image = result
-        winners[image.order[0]].append((image.where, line, example))
+    for event in join.join_group(rows, images, self._drop_flagged, report):
+      name, winner = join.winner_of(event)
+      winners[name].append(winner)
     yield from winners.items()
     yield beam.pvalue.TaggedOutput(COUNTS, report)
 
@@ -134,10 +126,6 @@ def shard_examples(item: tuple[str, Iterable[list[join.Winner]]], shards: dict[s
   """(tar name, its winners' batches) → (line, example) of each, the tar read again for their bytes."""
   name, batches = item
   return join.shard_examples(shards[name], [winner for batch in batches for winner in batch])
-
-
-def write_report(report: report_lib.Report, data_dir: str) -> None:
-  report_lib.write_part(data_dir, "train", join.finish_report(report))
 
 
 class JoinPipeline(beam.PTransform):
@@ -162,7 +150,7 @@ class JoinPipeline(beam.PTransform):
     _ = ((rows[COUNTS], images[COUNTS], joined[COUNTS])
          | "AllCounts" >> beam.Flatten()
          | "SumReports" >> beam.CombineGlobally(report_lib.combine).without_defaults()  # no side-input stage
-         | "WriteReport" >> beam.Map(write_report, data_dir=self._data_dir))
+         | "WriteReport" >> beam.Map(join.write_report, data_dir=self._data_dir))
     by_name = {os.path.basename(shard): shard for shard in self._shards}
     return (joined[MAIN]
             | "WinnersByShard" >> beam.GroupByKey()

@@ -37,7 +37,7 @@ class Event:
   key: str = ""
   reason: str = ""
   example: dict[str, Any] | None = None
-  order: tuple[int, int] = (0, 0)  # (shard number, sample number): breaks ties of equal keys the same way anywhere
+  order: tuple[int | str, int] = (0, 0)  # (shard number or name, sample number): ties broken the same anywhere
   counts: report_lib.Report | None = None
   width: int = 0              # of a good image (kind "example")
   height: int = 0
@@ -234,11 +234,11 @@ def shard_examples(shard: str, tsv_path: str, labeled: bool,
 _UNSEEN, _OK, _BAD = 0, 1, 2
 
 
-def row_outcomes(events: Iterable[Event], num_rows: int,
-                 report: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
-  """A stream of events into examples and counts, one byte of state per row: a row's first good image is its
-  example. This is the join rule only where every image of a row has the same key and events come in (shard,
-  sample) order, as in cc12m_llavanext (joined on key); cc3m's rows are joined by url, and use `plain_split`."""
+def row_outcomes(events: Iterable[Event], num_rows: int, report: dict[str, Any]) -> Iterator[Event]:
+  """A stream of events into the events of their examples and counts, one byte of state per row: a row's first good
+  image is its example. This is the join rule only where every image of a row has the same key and events come in
+  (shard, sample) order, as in cc12m_llavanext (joined on key); cc3m's rows are joined by url, and use
+  `plain_split`."""
   state = np.zeros(num_rows, np.uint8)
   bad_reason: dict[int, str] = {}  # position -> reason, while the row has only bad images
   for event in events:
@@ -251,7 +251,7 @@ def row_outcomes(events: Iterable[Event], num_rows: int,
     if event.kind == "example" and before != _OK:
       state[event.position] = _OK
       bad_reason.pop(event.position, None)
-      yield event.row, event.example
+      yield event
     elif event.kind == "bad" and before == _UNSEEN:
       state[event.position] = _BAD
       bad_reason[event.position] = event.reason
