@@ -26,9 +26,36 @@ from ml_collections import config_flags
 
 from capjax import cli, config_util
 
+
+class _ConfigLoadError(Exception):
+  """`config_util.load`'s error for a --config value, carried out of absl's parsing to `parse_flags` (absl would
+  fold a ValueError into its own `flag --config=...` line and let a FileNotFoundError through as a traceback)."""
+
+  def __init__(self, spec: str, error: Exception):
+    super().__init__(f"--config={spec}: {error}")
+
+
+class _ConfigParser(flags.ArgumentParser):
+  """Loads --config's file through `config_util.load`, the one loader, and locks it: ml_collections keeps its flag
+  (the `--config.FIELD=VALUE` overrides and their "did you mean") but not its own second load of the file."""
+
+  def parse(self, argument: str):
+    try:
+      config = config_util.load(argument)
+    except (FileNotFoundError, ValueError) as error:
+      raise _ConfigLoadError(argument, error) from error
+    if callable(getattr(config, "lock", None)):  # as ml_collections locks: whatever get_config returned goes on
+      config.lock()
+    return config
+
+  def flag_type(self) -> str:
+    return "config object"
+
+
 FLAGS = flags.FlagValues()
 _CONFIG = config_flags.DEFINE_config_file("config", None, "config file[:variants], e.g. configs/t2t.py:shapes",
                                           flag_values=FLAGS, lock_config=True)
+FLAGS["config"].parser = _ConfigParser()  # the file's one load: config_util.load's, not ml_collections' own
 _WORKDIR = flags.DEFINE_string("workdir", None, "where checkpoints, logs and evaluation outputs go (default: "
                                "workdir/<config name>[_<variants>])", flag_values=FLAGS)
 _MODE = flags.DEFINE_enum(
@@ -78,19 +105,17 @@ def _config_spec(argv: Sequence[str]) -> str | None:
 def parse_flags(argv: Sequence[str]) -> None:
   """Sets FLAGS from `argv`; bad input is one `error:` line and exit 2, not absl's flag list.
 
-  The config file is loaded once here first, so that a missing file or a misspelled variant gets its own message
-  rather than the config flag's deferred `Configuration is not available` traceback; then absl applies the
-  `--config.FIELD=VALUE` overrides, where ml_collections' "did you mean" for an unknown field is kept."""
+  The config file is loaded once, by the flag's parser (`_ConfigParser`, through `config_util.load`), so that a
+  missing file or a misspelled variant gets its own message rather than ml_collections' deferred `Configuration is
+  not available` traceback; absl then applies the `--config.FIELD=VALUE` overrides, where ml_collections' "did you
+  mean" for an unknown field is kept."""
   spec = _config_spec(argv)
   if spec is None and not any(arg in cli.HELP_FLAGS for arg in argv[1:]):
     cli.fail("missing --config — e.g. --config=configs/t2t.py:shapes, see --help")
-  if spec is not None:
-    try:
-      config_util.load(spec)
-    except (FileNotFoundError, ValueError) as error:
-      cli.fail(f"--config={spec}: {error}")
   try:
     cli.parse(FLAGS, argv, __doc__)
+  except _ConfigLoadError as error:
+    cli.fail(str(error))
   except (AttributeError, KeyError) as error:  # ml_collections: an override of a field the config does not have
     cli.fail(_unknown_field_message(str(error), argv, spec))
 

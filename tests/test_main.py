@@ -149,6 +149,22 @@ def test_usage_errors_are_one_line_without_the_flag_list(args, message):
   assert proc.stderr.strip() == message and proc.stdout == ""
 
 
+def test_the_config_file_runs_once_and_the_overrides_apply_to_that_config(tmp_path, monkeypatch):
+  """--config's file is loaded by the flag's own parser, through config_util.load, and by nothing else."""
+  from capjax import main
+  runs = tmp_path / "runs"
+  (tmp_path / "counted.py").write_text(
+      "import ml_collections\n\n\ndef get_config(arg=None):\n"
+      f"  with open({str(runs)!r}, 'a') as f:\n    f.write('x')\n"
+      "  return ml_collections.ConfigDict({'batch_size': 2, 'arg': arg})\n")
+  argv = ["capjax.main", f"--config={tmp_path / 'counted.py'}:a,b", "--config.batch_size=3"]
+  monkeypatch.setattr(sys, "argv", argv)  # ml_collections finds the --config.FIELD overrides in sys.argv
+  main.parse_flags(argv)
+  config = main.FLAGS.config
+  assert runs.read_text() == "x"
+  assert (config.batch_size, config.arg, config.is_locked) == (3, "a,b", True)
+
+
 def test_verbose_shows_the_traceback_of_an_expected_error():
   proc = _run([sys.executable, "-m", "capjax.main", "--config=configs/t2t.py:shapez", "--verbose"])
   assert proc.returncode == 2

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
-import os
 import pathlib
 import re
 import sys
@@ -25,7 +23,7 @@ from capjax.erg.settings import DEFAULT_EXAMPLES_PER_SHARD
 from capjax.erg.augment_inputs import AugmentError, Scene
 
 MANIFEST = "augmentation.json"
-SHARD_INFO_DIR = "shard_info"  # one JSON per finished shard: its record count and its filter counts
+SHARD_INFO_DIR = shards.INFO_DIR  # one JSON per finished shard: its record count and its filter counts
 FUNNEL_HTML = "funnel.html"
 VERSION = "1.0.0"
 SPLIT = "train"
@@ -234,36 +232,29 @@ def augment_shard(job: Job, shard: int, start: int, stop: int) -> tuple[list[byt
 def write(job: Job, log: Callable[[str], None]) -> filters.Counts:
   """Each missing shard through `augment_shard` into the shard writer (`capjax.data.shards`), then the dataset's
   metadata and funnel; the summed counts."""
-  from tensorflow_datasets.core import naming  # noqa: PLC0415
   o, out_dir = job.options, job.out_dir
   _check_manifest(out_dir, job.settings, write=True)
-  template = naming.ShardedFileTemplate(data_dir=out_dir, dataset_name=o.output_dataset, split=SPLIT,
-                                        filetype_suffix="array_record", template=naming.DEFAULT_FILENAME_TEMPLATE)
-  ranges = shards.shard_ranges(len(job.factual_source), o.examples_per_shard)
-  paths = [pathlib.Path(os.fspath(p)) for p in template.sharded_filepaths(len(ranges))]
-  info_dir = out_dir / SHARD_INFO_DIR
-  info_dir.mkdir(parents=True, exist_ok=True)
-  done = sum(p.exists() for p in paths)
-  if done:
-    log(f"resuming: {done} of {len(paths)} shards already written")
-  for i, (start, stop) in enumerate(ranges):
-    if paths[i].exists():
-      continue
-    kept, counts = augment_shard(job, i, start, stop)
-    with shards.ShardWriter(paths[i], info_dir / f"{SPLIT}-{i:05d}.json") as writer:
+  split = shards.SplitShards(out_dir, o.output_dataset, SPLIT,
+                             shards.shard_ranges(len(job.factual_source), o.examples_per_shard))
+  missing = split.missing()
+  if done := len(split.ranges) - len(missing):
+    log(f"resuming: {done} of {len(split.ranges)} shards already written")
+  for i in missing:
+    kept, counts = augment_shard(job, i, *split.ranges[i])
+    with split.writer(i) as writer:
       for serialized in kept:
         writer.write(serialized)
       writer.info = {"num_examples": len(kept), "counts": counts.to_json()}
-    log(f"shard {i + 1}/{len(ranges)}: kept {counts.kept} of {counts.generated}")
+    log(f"shard {i + 1}/{len(split.ranges)}: kept {counts.kept} of {counts.generated}")
 
   total = filters.Counts()
-  shard_infos = [json.loads((info_dir / f"{SPLIT}-{i:05d}.json").read_text()) for i in range(len(ranges))]
+  shard_infos = split.infos()
   for info in shard_infos:
     total += filters.Counts.from_json(info["counts"])
   if total.generated and total.rejected["similarity"] == total.generated:
     log(f"warning: no factual example retrieved a {o.style} scene above similarity {o.min_similarity} — nothing "
         "passes the similarity filter; try another --mode or a factual set closer to the stylized one")
-  _write_metadata(out_dir, o.output_dataset, job.features, template, [s["num_examples"] for s in shard_infos], total,
+  _write_metadata(out_dir, o.output_dataset, job.features, [s["num_examples"] for s in shard_infos], total,
                   job.settings)
   (out_dir / FUNNEL_HTML).write_text(filters.funnel_html(total, f"{o.output_dataset}: {o.style} augmentation funnel"),
                                      encoding="utf-8")
@@ -279,12 +270,9 @@ def augment_dataset(options: Options, log: Callable[[str], None] = lambda line: 
 
 
 def _check_manifest(out_dir: pathlib.Path, settings: Settings, write: bool) -> None:
-  wanted = dataclasses.asdict(settings)
-  if details := shards.manifest_mismatch(out_dir / MANIFEST, wanted):
-    raise AugmentError(f"{out_dir} holds a partial augmentation with other settings ({details}) — run again with "
-                       f"the same arguments to resume it, or delete {out_dir} (or pick another --output_dataset)")
-  if write:
-    shards.write_manifest(out_dir / MANIFEST, wanted)
+  shards.check_manifest(out_dir / MANIFEST, dataclasses.asdict(settings), lambda details: AugmentError(
+      f"{out_dir} holds a partial augmentation with other settings ({details}) — run again with the same arguments to "
+      f"resume it, or delete {out_dir} (or pick another --output_dataset)"), write)
 
 
 def output_features(image_feature):
@@ -303,9 +291,9 @@ def output_features(image_feature):
   return tfds.features.FeaturesDict(features)
 
 
-def _write_metadata(out_dir, name, features, template, shard_lengths, counts, settings) -> None:
+def _write_metadata(out_dir, name, features, shard_lengths, counts, settings) -> None:
   """dataset_info.json, features.json and metadata.json (the funnel), so `tfds.builder_from_directory` reads it."""
-  shards.write_info(out_dir, name, VERSION, features, template, {SPLIT: list(shard_lengths)},
+  shards.write_info(out_dir, name, VERSION, features, {SPLIT: list(shard_lengths)},
                     description=(f"ERG stylized captions ({settings.style}) for {settings.factual}, retrieved "
                                  f"({settings.mode}) from {settings.stylized}, generated and filtered, written by "
                                  "capjax.erg.augment."),

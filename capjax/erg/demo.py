@@ -3,7 +3,8 @@ original stylized captions of one style, and the same captioner trained on them 
 on the same stylized test split.
 
 usage: python -m capjax.erg.demo [--workdir=workdir/erg_demo] [--style=romantic] [--captioner=t2t|rnn]
-           [--dataset_config=default|tiny] [--steps=N] [--variants=debug] [--factual_examples=N] [--seed=N] ...
+           [--dataset_config=default|tiny] [--steps=N] [--variants=debug] [--factual_examples=N] [--seed=N]
+           [--configs=configs] ...
 
 Stages (each kept in --workdir; a rerun with the same flags skips the finished ones and resumes the others;
 --style_model, --generator and --retriever give pieces trained before, and --text_encoder=minilm puts the minilm
@@ -20,6 +21,8 @@ extra's all-MiniLM-L6-v2 in the retriever as its locked text tower):
      with the same config, steps and seed. Both are style-conditioned and also train on the factual captions of
      the first --factual_captions factual images, as multi-style captioners do (0: the style's captions alone).
      Each is evaluated on the style's test captions with BLEU-1/3, METEOR, CIDEr, cls and ppl.
+--configs is the folder of the repository's config files (t2t.py, rnn.py), read from the working directory as
+`capjax.main --config=configs/t2t.py` reads its file: run the demo from the repository's root, or give the folder.
 It prints both rows and their deltas (augmented - original) as a table, writes results.json and samples.html
 (test images with both captioners' captions) in --workdir, and prints as its last line one JSON object
 {"original": {...}, "augmented": {...}} with the keys Bleu_1, Bleu_3, METEOR, CIDEr, cls and ppl.
@@ -46,7 +49,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 KEYS: tuple[str, ...] = ("Bleu_1", "Bleu_3", "METEOR", "CIDEr", "cls", "ppl")  # the paper's Table 2 columns
 ROWS: tuple[str, ...] = ("original", "augmented")
-CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
 RESULTS, SAMPLES, ROW_FILE = "results.json", "samples.html", "row.json"
 STAGES = 6
 
@@ -58,6 +60,7 @@ class Options:
   data_dir: str = ""                 # "" -> WORKDIR/data
   style: str = "romantic"
   captioner: str = "t2t"             # configs/<captioner>.py:stylized
+  configs: str = "configs"           # the folder of the config files, relative to the working directory
   variants: str = ""                 # extra config variants and values, e.g. "debug" or "batch=32"
   dataset_config: str = "default"    # stylized_scenes config: default (1,000 train images) or tiny (64)
   # The small stylized set: the first N train images (0: all of them). 100 stylized against 4,000 factual images
@@ -154,11 +157,12 @@ def samples_html(images, references: Sequence[Sequence[str]], captions: dict[str
 
 
 def captioner_config(options: Options, data_dir: str, style_model: str, lm: str, augmented: str = ""):
-  """`configs/<captioner>.py:stylized` with the demo's data, judges and sizes; `augmented` names the ERG dataset."""
+  """`configs/<captioner>.py:stylized` (of --configs) with the demo's data, judges and sizes; `augmented` names the
+  ERG dataset."""
   from capjax import config_util  # noqa: PLC0415
   factual = f"factual={options.factual_captions}" if options.factual_captions else ""
   arg = ",".join(p for p in ("stylized", f"style={options.style}", factual, options.variants) if p)
-  config = config_util.load(f"{CONFIGS / options.captioner}.py:{arg}")
+  config = config_util.load(f"{_config_file(options)}:{arg}")
   config.dataset.builder_config = options.dataset_config
   config.dataset.data_dir = data_dir
   config.eval.style_model = style_model
@@ -172,6 +176,11 @@ def captioner_config(options: Options, data_dir: str, style_model: str, lm: str,
   if options.original_images:
     config.dataset.train_split = f"train[:{options.original_images}]"
   return config
+
+
+def _config_file(options: Options) -> pathlib.Path:
+  """The captioner's config file in --configs (no check: `check_options` says when it is not there)."""
+  return pathlib.Path(options.configs).expanduser() / f"{options.captioner}.py"
 
 
 def _train_captioner(name: str, config, run_dir: pathlib.Path) -> dict[str, Any]:
@@ -238,6 +247,10 @@ def check_options(options: Options) -> None:
   if os.path.exists(data_dir) and not os.path.isdir(data_dir):  # the demo's flag, not the config field it sets
     raise config_util.ConfigError(f"--data_dir={options.data_dir or data_dir} is a file, not a directory — give the "
                                   "TFDS data dir to build stylized_scenes in (default: WORKDIR/data)")
+  if not _config_file(options).is_file():  # e.g. the demo run outside the repository, whose configs/ it reads
+    raise config_util.ConfigError(
+        f"--configs={options.configs} has no {options.captioner}.py — run the demo from the repository's root (where "
+        "configs/ is), or give --configs=DIR, the folder of the repository's t2t.py and rnn.py")
   try:
     config = captioner_config(options, data_dir, "", "")
   except (FileNotFoundError, ValueError) as error:  # an unknown variant, a value that is not a number
@@ -353,6 +366,8 @@ def _flags():
                       "WORKDIR/data)", flag_values=values)
   flags.DEFINE_enum("style", d.style, ["romantic", "humorous"], "the style of the captioners", flag_values=values)
   flags.DEFINE_enum("captioner", d.captioner, ["t2t", "rnn"], "configs/<captioner>.py:stylized", flag_values=values)
+  flags.DEFINE_string("configs", d.configs, "the folder of the config files t2t.py and rnn.py (relative to the "
+                      "working directory: the repository's configs/ when run from its root)", flag_values=values)
   flags.DEFINE_string("variants", d.variants, "more config variants/values, e.g. debug or batch=32",
                       flag_values=values)
   flags.DEFINE_enum("dataset_config", d.dataset_config, ["default", "tiny"], "the stylized_scenes config",

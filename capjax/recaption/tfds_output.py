@@ -35,7 +35,6 @@ def features(original):
 def write(job) -> str:
   """Writes `F_tfds/` from the complete journal of `job` (`capjax.recaption.job.Job`); returns its folder."""
   import tensorflow_datasets as tfds  # noqa: PLC0415
-  from tensorflow_datasets.core import naming  # noqa: PLC0415
 
   from capjax.recaption.job import RecaptionInputError, tfds_folder  # noqa: PLC0415
   output = job.request.output
@@ -48,29 +47,23 @@ def write(job) -> str:
   out_dir = pathlib.Path(tfds_folder(output))
   out_dir.mkdir(parents=True, exist_ok=True)
   settings = dict(job.settings, step=lines and _saved_step(output))
-  if details := shards.manifest_mismatch(out_dir / "settings.json", settings):
-    raise RecaptionInputError(f"{out_dir} holds a TFDS copy of another recaptioning ({details}) — remove it")
-  shards.write_manifest(out_dir / "settings.json", settings)
+  shards.check_manifest(out_dir / "settings.json", settings, lambda details: RecaptionInputError(
+      f"{out_dir} holds a TFDS copy of another recaptioning ({details}) — remove it"))
   feats = features(builder.info.features)
   skip = {k: tfds.decode.SkipDecoding() for k, f in builder.info.features.items() if isinstance(f, tfds.features.Image)}
   source = builder.as_data_source(split=job.split, decoders=skip or None)
-  template = naming.ShardedFileTemplate(data_dir=out_dir, dataset_name=name, split=job.split,
-                                        filetype_suffix="array_record", template=naming.DEFAULT_FILENAME_TEMPLATE)
   ranges = shards.shard_ranges(len(lines), EXAMPLES_PER_SHARD)
-  paths = [pathlib.Path(os.fspath(p)) for p in template.sharded_filepaths(len(ranges))]
-  info_dir = out_dir / "shard_info"
-  info_dir.mkdir(exist_ok=True)
-  for number, (start, stop) in enumerate(ranges):
-    if paths[number].exists():
-      continue
-    with shards.ShardWriter(paths[number], info_dir / f"{number:05d}.json") as writer:
+  written = shards.SplitShards(out_dir, name, job.split, ranges, info_name="{number:05d}.json")
+  for number in written.missing():
+    start, stop = ranges[number]
+    with written.writer(number) as writer:
       for line in lines[start:stop]:
         record = dict(source[line["index"]])
         record.update(recaptions=line["captions"], recaption_scores=np.asarray(line["scores"], np.float32),
                       split_index=line["index"])
         writer.write(feats.serialize_example(record))
       writer.info = {"num_examples": stop - start}
-  shards.write_info(out_dir, name, str(builder.info.version), feats, template, {job.split: [s - f for f, s in ranges]},
+  shards.write_info(out_dir, name, str(builder.info.version), feats, {job.split: [s - f for f, s in ranges]},
                     config_name=builder.builder_config.name if builder.builder_config else None,
                     description=f"{builder.name} {job.settings['split']} with capjax.recaption's captions "
                                 f"({job.settings['decode']}) of {job.settings['workdir']}.",

@@ -56,7 +56,7 @@ DEFAULT_BATCH_SIZE = 64
 DEFAULT_EXAMPLES_PER_SHARD = 4096
 MANIFEST = "extraction.json"
 SKIPPED = "skipped.json"
-SHARD_INFO_DIR = "shard_info"   # one JSON per finished shard: its length and skipped records
+SHARD_INFO_DIR = shards.INFO_DIR  # one JSON per finished shard: its length and skipped records
 READ_WORKERS = 8
 
 
@@ -201,13 +201,9 @@ def weights_fingerprint(weights_dir: str | pathlib.Path) -> str:
 def _check_manifest(out_dir: pathlib.Path, settings: Settings, write: bool = True) -> None:
   """Writes the settings on the first run (unless not `write`); a resumed run with other settings is an error, not
   a mixed dataset."""
-  wanted = dataclasses.asdict(settings)
-  if details := shards.manifest_mismatch(out_dir / MANIFEST, wanted):
-    raise SettingsError(
-        f"{out_dir} holds a partial extraction with other settings ({details}) — run again with the same "
-        f"arguments to resume it, or delete {out_dir} (or pick another --output_data_dir) to start over")
-  if write:
-    shards.write_manifest(out_dir / MANIFEST, wanted)
+  shards.check_manifest(out_dir / MANIFEST, dataclasses.asdict(settings), lambda details: SettingsError(
+      f"{out_dir} holds a partial extraction with other settings ({details}) — run again with the same arguments to "
+      f"resume it, or delete {out_dir} (or pick another --output_data_dir) to start over"), write)
 
 
 def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data_dir: str | pathlib.Path,
@@ -221,7 +217,6 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
   `sources` may replace the builder's data sources by split (tests pass sources with unreadable records).
   """
   import jax  # noqa: PLC0415
-  from tensorflow_datasets.core import naming  # noqa: PLC0415
 
   from capjax import distributed  # noqa: PLC0415
   from capjax.features import Encoder, grid_shape, variant_name  # noqa: PLC0415
@@ -268,16 +263,12 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
   if jax.process_index() != 0:
     _check_manifest(out_dir, settings)
 
-  template = naming.ShardedFileTemplate(
-      data_dir=out_dir, dataset_name=name, filetype_suffix="array_record", template=naming.DEFAULT_FILENAME_TEMPLATE)
-  info_dir = out_dir / SHARD_INFO_DIR
-  info_dir.mkdir(parents=True, exist_ok=True)
   for split in splits:
     source = (sources or {}).get(split) or source_builder.as_data_source(split=split)
-    ranges = shard_ranges(len(source), examples_per_shard)
-    paths = shard_paths(template.replace(split=split), len(ranges))
+    written = shards.SplitShards(out_dir, name, split, shard_ranges(len(source), examples_per_shard))
+    ranges = written.ranges
     mine = [i for i in range(len(ranges)) if i % jax.process_count() == jax.process_index()]
-    todo = [i for i in mine if not paths[i].exists()]
+    todo = written.missing(mine)
     done = sum(ranges[i][1] - ranges[i][0] for i in mine if i not in todo)
     total = sum(ranges[i][1] - ranges[i][0] for i in mine)
     if done:
@@ -286,7 +277,7 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
                     file=sys.stderr)
     for i in todo:
       start, stop = ranges[i]
-      with shards.ShardWriter(paths[i], info_dir / f"{split}-{i:05d}.json") as writer:
+      with written.writer(i) as writer:
         result = encode_shard(source, start, stop, encoder, image_key, image_size, batch_size,
                               features.serialize_example, dropped, writer.write, bar.update)
         if stop > start and not result.num_examples:  # a damaged source, not a few bad pictures
@@ -303,13 +294,14 @@ def extract_dataset(source_builder, weights_dir: str | pathlib.Path, output_data
     bar.close()
   distributed.sync("capjax_features_written")
   if jax.process_index() == 0:
-    complete = [s for s in info.splits if all(p.exists() for p in shard_paths(
-        template.replace(split=s), len(shard_ranges(info.splits[s].num_examples, examples_per_shard))))]
+    every = {s: shards.SplitShards(out_dir, name, s, shard_ranges(info.splits[s].num_examples, examples_per_shard))
+             for s in info.splits}
+    complete = {s: written for s, written in every.items() if not written.missing()}
     for split in sorted(set(splits) - set(complete)):
       logging.error("%s: some shards are not in %s (written by other processes to their own disks?): gather "
                     "the shard files and %s/ there, then run the same command again to write the metadata",
                     split, out_dir, SHARD_INFO_DIR)
-    _write_metadata(out_dir, name, config, source_builder, features, complete, template, info_dir, settings)
+    _write_metadata(out_dir, name, config, source_builder, features, complete, settings)
   distributed.sync("capjax_features_metadata")
   return out_dir
 
@@ -322,18 +314,14 @@ def _first_missing(path: pathlib.Path) -> pathlib.Path | None:
   return missing
 
 
-def shard_paths(template, num_shards: int) -> list[pathlib.Path]:
-  """The split's shard files, named as TFDS names them (`name-split.array_record-00000-of-00003`)."""
-  return [pathlib.Path(os.fspath(p)) for p in template.sharded_filepaths(num_shards)]
-
-
-def _write_metadata(out_dir, name, config, source_builder, features, splits, template, info_dir, settings) -> None:
-  """dataset_info.json and features.json (`shards.write_info`), so `tfds.builder(name/config, data_dir=...)` reads
-  the shards; skipped.json, the pictures each split's shards could not read."""
-  shard_info = {split: [json.loads(p.read_text()) for p in sorted(info_dir.glob(f"{split}-*.json"))]
-                for split in splits}
+def _write_metadata(out_dir, name, config, source_builder, features, splits: dict[str, shards.SplitShards],
+                    settings) -> None:
+  """dataset_info.json and features.json (`shards.write_info`) of the complete `splits`, so that
+  `tfds.builder(name/config, data_dir=...)` reads their shards; skipped.json, the pictures each split's shards
+  could not read."""
+  shard_info = {split: written.infos() for split, written in splits.items()}
   shards.write_info(
-      out_dir, name, str(source_builder.version), features, template,
+      out_dir, name, str(source_builder.version), features,
       {split: [s["num_examples"] for s in infos] for split, infos in shard_info.items()}, config_name=config,
       config_description=f"{source_builder.name}/{config or ''} as Inception-ResNet-v2 features",
       description=(f"Inception-ResNet-v2 features of {settings.source} at {settings.image_size}x"
