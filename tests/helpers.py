@@ -1,11 +1,16 @@
-"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA; optional extras."""
+"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA; optional extras; an export's
+SavedModel run in a process that imports TensorFlow alone."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import pathlib
 import socket
+import subprocess
+import sys
+from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
@@ -69,3 +74,38 @@ def beam_config(folder: pathlib.Path, data_dir: str, beam_size: int = 3) -> path
       f"  c.dataset.update(builder_config='tiny', data_dir='{data_dir}')\n"
       f"  c.decode.update(method='beam', beam_size={beam_size}, alpha=0.6)\n  return c\n")
   return path
+
+
+# Run in a fresh interpreter outside the repository, with JAX, Flax and capjax made unimportable: TensorFlow 2.21
+# imports jax when it can (tensorflow/lite/python/util.py tries `from jax import jit`), and a server has TF alone.
+TF_ONLY = r"""
+import importlib.abc, json, sys
+class NoJax(importlib.abc.MetaPathFinder):
+  def find_spec(self, name, path=None, target=None):
+    if name.split(".")[0] in ("jax", "jaxlib", "flax", "capjax"):
+      raise ImportError(f"{name} is not installed on a TensorFlow server")
+sys.meta_path.insert(0, NoJax())
+import tensorflow as tf
+model = tf.saved_model.load(sys.argv[1])
+serve = model.signatures["serving_default"]
+alone, paths = sys.argv[2] == "alone", sys.argv[3:]
+out = serve(images=tf.constant([open(p, "rb").read() for p in paths]))
+one = serve(images=tf.constant([open(paths[0], "rb").read()])) if alone else None
+assert "jax" not in sys.modules and "capjax" not in sys.modules, sorted(m for m in sys.modules if "jax" in m)
+print(json.dumps({"captions": [[c.decode() for c in row] for row in out["captions"].numpy()],
+                  "scores": out["scores"].numpy().tolist(), "dtypes": [out["captions"].dtype.name,
+                  out["scores"].dtype.name],
+                  "first_alone": [c.decode() for c in one["captions"].numpy()[0]] if alone else None}))
+"""
+
+
+def tf_only(saved_model: str | os.PathLike[str], paths: Sequence[str | os.PathLike[str]], alone: bool = True) -> dict:
+  """What the SavedModel's `serving_default` gives for the encoded files `paths` in a process that imports TensorFlow
+  alone (TF_ONLY): {"captions": [batch][k] strings, "scores": [batch][k], "dtypes", "first_alone": the first file's
+  captions in a batch of one (with `alone`; TensorFlow compiles the decode again for it, seconds for a large model)}."""
+  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+  proc = subprocess.run([sys.executable, "-c", TF_ONLY, str(saved_model), "alone" if alone else "batch",
+                         *map(str, paths)], capture_output=True, text=True, timeout=600, cwd="/",
+                        env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])

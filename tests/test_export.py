@@ -1,57 +1,29 @@
 """`python -m capjax.export` on the session's trained `:shapes,debug` run (tests/trained_models.py): the SavedModel
 captions as `--mode=caption` does in a process that imports TensorFlow alone, for greedy and for beam search, at any
-batch size; `load_jax` does the same with JAX alone; bad input is one line and writes nothing. Each search is
-exported once per module."""
+batch size; `load_jax` does the same with JAX alone, since the SavedModel decodes and resizes pictures to capjax's
+pixels exactly; bad input is one line and writes nothing. Each search is exported once per module."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from PIL import Image
 
 from capjax import config_util, inference
-from capjax.data import sources
+from capjax.data import preprocess, sources
+from capjax.export import tf_graph
+from capjax.image import io as image_io
 import helpers
 from trained_models import REPO, main_env
 
 NUM_IMAGES = 5
-
-# Run in a fresh interpreter outside the repository, with JAX, Flax and capjax made unimportable: TensorFlow 2.21
-# imports jax when it can (tensorflow/lite/python/util.py tries `from jax import jit`), and a server has TF alone.
-TF_ONLY = r"""
-import importlib.abc, json, sys
-class NoJax(importlib.abc.MetaPathFinder):
-  def find_spec(self, name, path=None, target=None):
-    if name.split(".")[0] in ("jax", "jaxlib", "flax", "capjax"):
-      raise ImportError(f"{name} is not installed on a TensorFlow server")
-sys.meta_path.insert(0, NoJax())
-import tensorflow as tf
-model = tf.saved_model.load(sys.argv[1])
-serve = model.signatures["serving_default"]
-paths = sys.argv[2:]
-out = serve(images=tf.constant([open(p, "rb").read() for p in paths]))
-one = serve(images=tf.constant([open(paths[0], "rb").read()]))
-assert "jax" not in sys.modules and "capjax" not in sys.modules, sorted(m for m in sys.modules if "jax" in m)
-print(json.dumps({"captions": [[c.decode() for c in row] for row in out["captions"].numpy()],
-                  "scores": out["scores"].numpy().tolist(), "dtypes": [out["captions"].dtype.name,
-                  out["scores"].dtype.name], "first_alone": [c.decode() for c in one["captions"].numpy()[0]]}))
-"""
-
-
-def tf_only(saved_model, paths) -> dict:
-  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-  proc = subprocess.run([sys.executable, "-c", TF_ONLY, str(saved_model), *map(str, paths)], capture_output=True,
-                        text=True, timeout=600, cwd="/", env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
-
 
 def export_command(*args: str) -> subprocess.CompletedProcess:
   return subprocess.run([sys.executable, "-m", "capjax.export", *args], cwd=REPO, env=main_env(),
@@ -108,7 +80,7 @@ def reference(config, workdir, paths) -> list[str]:
 
 def test_the_saved_model_captions_as_mode_caption_with_tensorflow_alone(run, greedy_export):
   config, workdir, paths = run
-  got = tf_only(greedy_export / "saved_model", paths)
+  got = helpers.tf_only(greedy_export / "saved_model", paths)
   want = reference(config, workdir, paths)
   assert [row[0] for row in got["captions"]] == want
   assert len(set(want)) > 1  # the pictures get different captions: the comparison is not of constants
@@ -120,7 +92,7 @@ def test_the_saved_model_captions_as_mode_caption_with_tensorflow_alone(run, gre
 def test_beam_export_gives_k_captions_best_first_the_first_as_mode_caption(run, beam_export):
   _, workdir, paths = run
   config, export = beam_export
-  got = tf_only(export / "saved_model", paths)
+  got = helpers.tf_only(export / "saved_model", paths)
   assert [row[0] for row in got["captions"]] == reference(config, workdir, paths)
   scores = np.asarray(got["scores"])
   assert scores.shape == (NUM_IMAGES, 3) and np.all(np.diff(scores, axis=1) <= 0)
@@ -134,10 +106,23 @@ def test_load_jax_serves_the_same_captions_and_scores(run, beam_export):
   from capjax import export as export_lib
   caption = export_lib.load_jax(export)
   captions, scores = caption([p.read_bytes() for p in paths])
-  tf_result = tf_only(export / "saved_model", paths)
-  assert captions[:4] == tf_result["captions"][:4]  # the PNGs at the model's size: the same pixels on both sides
-  np.testing.assert_allclose(scores[:4], np.asarray(tf_result["scores"])[:4], rtol=1e-5, atol=1e-5)
+  tf_result = helpers.tf_only(export / "saved_model", paths)
+  assert captions == tf_result["captions"]  # the same pixels on both sides, the JPEG resized too
+  np.testing.assert_allclose(scores, np.asarray(tf_result["scores"]), rtol=0, atol=1e-5)  # float noise alone
   assert caption(paths[:1])[0] == captions[:1]  # paths too, and any batch size
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (200, 300), (139, 139), (97, 1234), (5000, 20), (33, 33, 1)])
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_the_saved_models_pixels_are_capjax_loaders_and_resizes_exactly(shape, fmt):
+  """What `--mode=caption` and `load_jax` decode with (Pillow): JPEGs with the accurate IDCT, bilinear resizing in
+  Pillow's fixed point, down and up, across and down (down first when over 100 times taller than wide), grey."""
+  pixels = np.random.default_rng(sum(shape)).integers(0, 256, shape, dtype=np.uint8)
+  data = io.BytesIO()
+  Image.fromarray(pixels.squeeze(-1) if len(shape) == 3 else pixels).save(data, format=fmt)
+  for size in (139, 64):
+    want = preprocess.resize(image_io.load_rgb(data.getvalue()), size)
+    np.testing.assert_array_equal(tf_graph.decode_image(tf.constant(data.getvalue()), size).numpy(), want)
 
 
 def test_an_existing_output_is_refused_then_replaced_with_overwrite(run, greedy_export, tmp_path):

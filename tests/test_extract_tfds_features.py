@@ -1,11 +1,13 @@
 """capjax.tools.extract_tfds_features: a TFDS dataset in, its Inception-ResNet-v2 feature variant out (sharded over
-8 fake devices, resumable by shard, unreadable records skipped and counted), and training reads the variant.
+8 fake devices, resumable by shard, unreadable records skipped and counted), and training reads the variant; the run
+captions files with the network, and so does its export with the network inside (TensorFlow alone, and JAX).
 
 Weights are random (saved as convert_weights saves them); the source is synthetic_scenes/tiny at 139 px (3x3 grid).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -32,6 +34,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 IMAGE_SIZE = 139
 PER_SHARD = 24
 SPLITS = ("validation", "test")
+NUM_PICTURES = 5  # PNGs that --mode=caption and the export caption, and one JPEG
+TRAIN_STEPS = 200
 
 
 def _dataset_config(data_dir: pathlib.Path, features: str = "") -> ml_collections.ConfigDict:
@@ -241,40 +245,84 @@ def test_a_missing_variant_says_how_to_write_it(tmp_path):
     sources.data_source(_dataset_config(tmp_path, features="irv2"), "test")
 
 
-@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
-def test_main_trains_evaluates_and_captions_files_from_the_feature_variant(data_dir, weights, extracted, tmp_path):
+@dataclasses.dataclass(frozen=True)
+class FeatureRun:
+  """A `:shapes,debug` run trained on the feature variant by `capjax.main`, and its `--mode=caption` of `images`."""
+  workdir: pathlib.Path
+  common: list[str]  # the flags of both commands: config, dataset, workdir
+  env: dict[str, str]
+  train_stdout: str
+  images: list[pathlib.Path]  # test-split pictures: 64 px PNGs and a 96 px JPEG, all resized to 139 to caption
+  captions: dict[str, str]  # --mode=caption's, by file name as its --images glob gave it
+
+
+@pytest.fixture(scope="module")
+@helpers.slow_fixture  # trains in a capjax.main subprocess and captions with another
+def feature_run(data_dir, weights, extracted, tmp_path_factory) -> FeatureRun:
   del extracted
-  workdir = tmp_path / "work"
+  root = tmp_path_factory.mktemp("feature_run")
+  workdir = root / "work"
   common = ["--config=configs/t2t.py:shapes,debug", "--config.model.encoder.name=features",
             "--config.dataset.features=irv2", "--config.dataset.builder_config=tiny",
             f"--config.dataset.data_dir={data_dir}", "--config.dataset.train_split=validation",
             f"--config.dataset.image_size={IMAGE_SIZE}", f"--workdir={workdir}"]
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   env["XLA_FLAGS"] = helpers.FAST_COMPILE  # and one CPU device
-  train = subprocess.run([sys.executable, "-m", "capjax.main", *common, "--config.num_train_steps=6",
-                          "--config.eval_every=1000", "--config.debug_nans=False"],
+  # Enough steps for captions that depend on the picture (after 6 every one was empty); one checkpoint, the last.
+  train = subprocess.run([sys.executable, "-m", "capjax.main", *common, f"--config.num_train_steps={TRAIN_STEPS}",
+                          f"--config.checkpoint_every={TRAIN_STEPS}", "--config.optimizer.learning_rate=3e-3",
+                          "--config.log_every=50", "--config.eval_every=1000", "--config.debug_nans=False"],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
   assert train.returncode == 0, train.stderr[-3000:]
-  assert "test split: 64 images" in train.stdout
-  out = next((workdir / "eval").glob("test_step6"))
-  assert len(json.loads((out / "predictions.json").read_text())) == 64
-  assert (out / "gallery.png").exists()  # pictures found through source_index in synthetic_scenes/tiny
-
-  images = tmp_path / "images"
+  images = root / "images"
   images.mkdir()
   source = sources.data_source(_dataset_config(data_dir), "test")
-  for i in range(2):
+  for i in range(NUM_PICTURES):
     Image.fromarray(source[i]["image"]).save(images / f"{i}.png")
-  no_weights = subprocess.run([sys.executable, "-m", "capjax.main", *common, "--mode=caption",
-                               f"--images={images}/*.png"], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=600)
-  assert no_weights.returncode != 0 and "--config.model.encoder.weights" in no_weights.stderr
+  Image.fromarray(source[NUM_PICTURES]["image"]).resize((96, 96), Image.BICUBIC).save(images / "big.jpg", quality=90)
   caption = subprocess.run([sys.executable, "-m", "capjax.main", *common, "--mode=caption",
-                            f"--images={images}/*.png", f"--config.model.encoder.weights={weights}"],
+                            f"--images={images}/*", f"--config.model.encoder.weights={weights}"],
                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
   assert caption.returncode == 0, caption.stderr[-3000:]
-  captions = json.loads((workdir / "captions.json").read_text())["captions"]
-  assert sorted(captions) == [f"{images}/0.png", f"{images}/1.png"]
+  return FeatureRun(workdir, common, env, train.stdout, sorted(images.iterdir()),
+                    json.loads((workdir / "captions.json").read_text())["captions"])
+
+
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
+def test_main_trains_evaluates_and_captions_files_from_the_feature_variant(feature_run):
+  run = feature_run
+  assert "test split: 64 images" in run.train_stdout
+  out = next((run.workdir / "eval").glob(f"test_step{TRAIN_STEPS}"))
+  assert len(json.loads((out / "predictions.json").read_text())) == 64
+  assert (out / "gallery.png").exists()  # pictures found through source_index in synthetic_scenes/tiny
+  assert sorted(run.captions) == [str(p) for p in run.images]
+  no_weights = subprocess.run([sys.executable, "-m", "capjax.main", *run.common, "--mode=caption",
+                               f"--images={run.images[0]}"], cwd=REPO, env=run.env, capture_output=True, text=True,
+                              timeout=600)
+  assert no_weights.returncode != 0 and "--config.model.encoder.weights" in no_weights.stderr
+
+
+@pytest.mark.slow  # Beam, training or a capjax.main subprocess (conftest.py: the slow rule)
+def test_the_export_with_the_weights_captions_as_mode_caption_with_tensorflow_alone_and_with_jax(
+    feature_run, weights, tmp_path):
+  """Issue 43's requirement for a feature model: the Inception-ResNet-v2 of --weights inside the export, the
+  SavedModel (TensorFlow alone) and `load_jax` caption the files as `--mode=caption` with those weights did."""
+  run, export = feature_run, tmp_path / "export"
+  proc = subprocess.run([sys.executable, "-m", "capjax.export", f"--workdir={run.workdir}", f"--output={export}",
+                         f"--weights={weights}"], cwd=REPO, env=run.env, capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  want = [run.captions[str(p)] for p in run.images]
+  assert len(set(want)) > 1  # the pictures get different captions: the comparison is not of constants
+  # One batch: any batch size is tests/test_export.py's, and a second one costs TensorFlow another compile of IRv2.
+  got = helpers.tf_only(export / "saved_model", run.images, alone=False)
+  assert [row[0] for row in got["captions"]] == want
+  from capjax import export as export_lib
+  captions, scores = export_lib.load_jax(export)(run.images)
+  assert captions == got["captions"]
+  # Both sides read the same pixels, so the scores differ by float noise alone (2e-6 measured): the SavedModel's
+  # former decoding and resizing (TF's fast JPEG IDCT, a float resize) moved them by 1e-5 to 4e-4.
+  np.testing.assert_allclose(scores, np.asarray(got["scores"]), rtol=0, atol=1e-5)
+  assert json.loads((export / "export.json").read_text())["image_size"] == IMAGE_SIZE
 
 
 @pytest.mark.parametrize("spec", ["configs/t2t.py:8x8,debug", "configs/t2t.py:1x1,debug", "configs/rnn.py:8x8,debug",
