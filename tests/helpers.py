@@ -1,5 +1,5 @@
-"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA; optional extras; an export's
-SavedModel run in a process that imports TensorFlow alone."""
+"""Helpers several test modules share: random Inception-ResNet-v2 weights without XLA; optional extras; a free
+loopback port; an export's SavedModel run in a process that imports TensorFlow alone."""
 
 from __future__ import annotations
 
