@@ -113,11 +113,26 @@ def ensemble_decode(setup: train.Setup, size: int, start: int) -> Callable[[Any,
   return jax.jit(decode, in_shardings=(params_shardings, data_sharding), out_shardings=data_sharding)
 
 
+def other_dataset_suffix(config: ml_collections.ConfigDict, workdir: str) -> str:
+  """'' when `config` scores the dataset (name and builder config) that `workdir` trained on, else `_NAME[-CONFIG]`:
+  scoring another domain or test set names its own folder, so it never overwrites the run's own evaluation of that
+  split and step. A workdir whose config.json cannot be read counts as its own dataset."""
+  saved, _ = files.json_object(os.path.join(workdir, workdir_lib.CONFIG_FILENAME))
+  trained = saved.get("dataset") if saved else None
+  if not isinstance(trained, dict):
+    return ""
+  name, builder_config = config.dataset.name, config.dataset.get("builder_config") or ""
+  if (name, builder_config) == (trained.get("name"), trained.get("builder_config") or ""):
+    return ""
+  return f"_{name}" + (f"-{builder_config}" if builder_config else "")
+
+
 def run_eval(config: ml_collections.ConfigDict, workdir: str, split: str | None = None,
              step: int | None = None, ensemble: Sequence[str] = ()) -> dict[str, Any]:
   """Scores `split` (default: the test split) with a checkpoint, or with the ensemble of it and the best checkpoints
   of the workdirs `ensemble`, and writes its outputs in `workdir/eval` (an ensemble's in a folder of its own, named
-  `_ensembleN`); a training or another evaluation writing the workdir meanwhile is refused (`workdir.Lock`)."""
+  `_ensembleN`; another dataset's, `_NAME[-CONFIG]`: `other_dataset_suffix`); a training or another evaluation
+  writing the workdir meanwhile is refused (`workdir.Lock`)."""
   sources.input_spec(config)  # a mismatched config fails before any work
   check_trained(workdir)
   with workdir_lib.claim(workdir, "an evaluation"):
@@ -125,9 +140,14 @@ def run_eval(config: ml_collections.ConfigDict, workdir: str, split: str | None 
     split = split or config.dataset.test_split
     source = sources.data_source(config.dataset, split)
     result = evaluate_lib.evaluate_split(setup, params, source, vocab, config)
-    named = {"suffix": f"_ensemble{len(ensemble) + 1}", "extra": {"ensemble": [workdir, *ensemble]}} if ensemble else {}
+    other = other_dataset_suffix(config, workdir)
+    suffix = other + (f"_ensemble{len(ensemble) + 1}" if ensemble else "")
+    extra = {"ensemble": [workdir, *ensemble]} if ensemble else {}
+    if other:
+      extra["dataset"] = {"name": config.dataset.name, "builder_config": config.dataset.get("builder_config") or ""}
     outputs = evaluate_lib.write_outputs(result, workdir, split, step=step, config=config,
-                                         history_path=os.path.join(workdir, "train_history.jsonl"), **named)
+                                         history_path=os.path.join(workdir, "train_history.jsonl"), suffix=suffix,
+                                         extra=extra or None)
     evaluate_lib.report(result, split, step, config)
   return {"metrics": result.metrics, "outputs": outputs}
 

@@ -88,6 +88,22 @@ def test_eval_mode_scores_the_best_checkpoint(trained):
     assert (out / name).is_file(), name  # the outputs the README lists, the training's loss curve included
 
 
+def test_scoring_another_dataset_names_its_own_eval_folder_so_the_run_s_own_is_kept(tmp_path):
+  """`--mode=eval` with another domain (`--config.dataset.builder_config=vivid` on a plain run) once wrote into the
+  run's own `eval/test_stepN`, replacing the training's final evaluation; its folder now ends in `_NAME[-CONFIG]`."""
+  from capjax import config_util, inference
+  from capjax import workdir as workdir_lib
+  config = config_util.load(str(REPO / "configs/t2t.py:shapes,debug"))
+  workdir_lib.prepare(str(tmp_path), config)  # writes config.json as a training's start does
+  assert inference.other_dataset_suffix(config, str(tmp_path)) == ""
+  config.dataset.builder_config = "vivid"
+  assert inference.other_dataset_suffix(config, str(tmp_path)) == "_synthetic_scenes-vivid"
+  config.dataset.name, config.dataset.builder_config = "caption_folder", ""
+  assert inference.other_dataset_suffix(config, str(tmp_path)) == "_caption_folder"
+  (tmp_path / "config.json").write_text("[1, 2]")  # unreadable as a run's config: its own dataset, as before
+  assert inference.other_dataset_suffix(config, str(tmp_path)) == ""
+
+
 def test_caption_mode_captions_files_reports_unreadable_ones_and_caches_its_programs(trained, tmp_path):
   data_dir, workdir, _ = trained
   rng = np.random.default_rng(0)
