@@ -108,7 +108,9 @@ def extraction_rate(sizes: Sizes, steps: int) -> float:
   model = irv2.InceptionResNetV2(num_classes=None)
   images = np.random.default_rng(0).integers(0, 256, (sizes.extract_batch, sizes.image_size, sizes.image_size, 3),
                                              dtype=np.uint8)
-  variables = jax.jit(model.init)(jax.random.key(0), irv2.preprocess(images[:1]))
+  # Numpy draws on the device once (XLA's init of the whole network compiles for 20 s on a CPU, CI's half of the
+  # script's time), so that no timed call copies the weights.
+  variables = jax.device_put(irv2.random_variables(num_classes=None))
   encode = jax.jit(lambda v, x: model.apply(v, irv2.preprocess(x))["grid"])
   images = jax.device_put(images)
   return sizes.extract_batch / median_seconds(lambda: encode(variables, images), steps)

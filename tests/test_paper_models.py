@@ -66,6 +66,18 @@ def _batch(seed: int = 0) -> dict[str, np.ndarray]:
   return {"image": features, "inputs": inputs, "targets": targets}
 
 
+def _random_state(setup):
+  """A train state of random parameters (numpy draws, helpers.random_like) and their fresh optimizer state, placed
+  as `setup` shards it. For the tests of the train step alone: XLA's init of a paper-size captioner compiles for
+  longer than its train step (T2T 8x8: about 10 s on 2 cores; an LSTM's sharded orthogonal init, ~50 s), IRv2's
+  for about a minute."""
+  abstract = jax.eval_shape(setup.init, jax.random.key(0))
+  params = random_like(abstract.params, np.random.default_rng(0))
+  return jax.device_put(
+      abstract.replace(step=np.zeros((), np.int32), params=params, opt_state=setup.tx.init(params)),
+      setup.state_shardings)
+
+
 @pytest.fixture(autouse=True)
 def _free_compiled_programs():
   """Paper-size and IRv2 programs are large, and no two tests here compile the same one: jax's caches would keep
@@ -96,10 +108,7 @@ def test_paper_size_train_step_is_sharded_over_data_and_model(spec):
   mesh = sharding.make_mesh(config)
   assert dict(mesh.shape) == {"data": 4, "fsdp": 1, "model": 2}
   setup = make_setup(config, VOCAB, mesh)
-  # Initialised on one device, then placed on the mesh: XLA's partitioned QR makes the sharded init of each
-  # LSTM orthogonal kernel take ~50 s on fake CPU devices (0.7 s unsharded); the train step is what is tested.
-  single = make_setup(_config(spec), VOCAB, sharding.make_mesh(_config(spec), jax.devices()[:1]))
-  state = jax.device_put(single.init(jax.random.key(0)), setup.state_shardings)
+  state = _random_state(setup)  # the train step is what is tested (test_memorises_one_batch runs the init)
   embedding = state.params["embed"]["embedding"]
   assert embedding.shape == (64, 512) and embedding.sharding.spec == P("model", None)
   assert {s.data.shape for s in embedding.addressable_shards} == {(32, 512)}
@@ -140,11 +149,7 @@ def test_pixels_fine_tune_inception_resnet_v2_in_the_sharded_train_step():
   config.optimizer.learning_rate = 1e-3
   mesh = sharding.make_mesh(config)
   setup = make_setup(config, VOCAB, mesh)
-  abstract = jax.eval_shape(setup.init, jax.random.key(0))
-  params = random_like(abstract.params, np.random.default_rng(0))
-  state = jax.device_put(
-      abstract.replace(step=np.zeros((), np.int32), params=params, opt_state=setup.tx.init(params)),
-      setup.state_shardings)
+  state = _random_state(setup)
   irv2_before = jax.device_get(state.params["image_encoder"]["irv2"])
   batch = _batch()
   batch["image"] = np.random.default_rng(1).integers(0, 256, (BATCH, 75, 75, 3), dtype=np.uint8)
