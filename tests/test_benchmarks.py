@@ -140,7 +140,7 @@ def test_finetune_gain_writes_its_table_json_and_plot(shapes_debug_run, tmp_path
 
 
 def test_finetune_gain_gives_the_mean_and_sample_spread_over_seeds():
-  import finetune_gain  # noqa: PLC0415 (benchmarks/, on sys.path above)
+  import finetune_gain  # benchmarks/, on sys.path above
   runs = [{"arm": arm, "size": 100, "seed": seed, "metrics": {"cider_d": c, "relation_accuracy": r, "exact_match": e}}
           for arm, seed, c, r, e in (("finetune", 0, 1.0, 0.5, 0.25), ("finetune", 1, 3.0, 0.7, 0.25),
                                      ("scratch", 0, 0.5, 0.1, 0.0), ("scratch", 1, 0.5, 0.3, 0.0))]

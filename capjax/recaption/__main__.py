@@ -14,9 +14,9 @@ Killed and run again with the same flags, it keeps the finished lines (a torn la
 after the last one; F.settings.json beside F holds the workdir, step, dataset, split and search, and a run with
 other ones into the same F is refused. Decoding is data-parallel over every device of the model's mesh, and over
 every process of a multi-host job, started as training's is (--distributed, as capjax.main's: each process reads its
-own rows of every global batch, process 0 alone writes F, which must be on a disk it sees). --format=tfds also writes F_tfds/, a TFDS dataset of the
-split's records with their `recaptions` and `recaption_scores` beside the original captions
-(tfds.builder_from_directory reads it).
+own rows of every global batch, process 0 alone writes F, which must be on a disk it sees). --format=tfds also
+writes F_tfds/, a TFDS dataset of the split's records with their `recaptions` and `recaption_scores` beside the
+original captions (tfds.builder_from_directory reads it).
 """
 
 from __future__ import annotations
