@@ -160,6 +160,16 @@ def test_ctrl_c_in_a_garbage_collection_callback_lands_after_it(capfd):
   assert capfd.readouterr().err == ""
 
 
+def test_ctrl_c_in_code_that_exec_runs_lands_after_it(capfd):
+  # As in dataclasses' generated methods at import: a KeyboardInterrupt raised in exec'd code makes CPython 3.11
+  # end the process by SIGINT whatever catches it (a build Ctrl-C'd 0.45 s into its imports exited -2, not 130).
+  steps: list[int] = []
+  source = "os.kill(os.getpid(), signal.SIGINT)\nfor i in range(100_000):\n  steps.append(i)\n"
+  landed = _interrupted_after(lambda: exec(source, {"os": os, "signal": signal, "steps": steps}))
+  assert landed and len(steps) == 100_000
+  assert capfd.readouterr().err == ""
+
+
 def test_ctrl_c_that_a_finalizer_swallowed_lands_after_it(capfd):
   class Finalized:
     def __del__(self):  # where a SIGINT between two bytecodes would raise
