@@ -32,29 +32,38 @@ def _raised_later(seconds: float = 0.005) -> None:
   timer.start()
 
 
-def _native_init(frame) -> bool:
-  """Whether `frame` is importlib loading a C extension (`_load_unlocked` of an ExtensionFileLoader's spec: its
-  create, its init, its attributes): Python code that the init runs (numpy's, jaxlib's nanobind modules importing
-  numpy) is below it, and a KeyboardInterrupt raised anywhere in it leaves a half-made module: numpy's ImportError
-  traceback, nanobind's uncaught C++ exception (abort), or a segmentation fault when the exit collects it."""
-  if frame.f_code.co_name != "_load_unlocked" or not frame.f_code.co_filename.startswith("<frozen importlib"):
-    return False
-  return isinstance(getattr(frame.f_locals.get("spec"), "loader", None), importlib.machinery.ExtensionFileLoader)
+def _loading(frame) -> bool:
+  """Whether `frame` is importlib loading a module (`_load_unlocked`)."""
+  return frame.f_code.co_name == "_load_unlocked" and frame.f_code.co_filename.startswith("<frozen importlib")
 
 
-def _exec_string(frame) -> bool:
-  """Whether `frame` runs code that `exec` compiled from a string (dataclasses' and namedtuple's generated methods,
-  made at import): CPython 3.11 marks a KeyboardInterrupt raised there as unhandled however it is caught after, and
-  the process then ends by SIGINT instead of `stop`'s exit status. (The `<string>` frame of `python -c` has no caller,
-  and is not one.)"""
-  return frame.f_code.co_filename == "<string>" and frame.f_back is not None
+def _import_cannot_raise(frame) -> bool:
+  """Whether the code `frame` runs, and the frames that called it, are part of an import that a KeyboardInterrupt
+  would damage:
+    - a C extension's load (`_load_unlocked` of an ExtensionFileLoader's spec: its create, its init, its attributes):
+      Python code that the init runs (numpy's, jaxlib's nanobind modules importing numpy) is below it, and a
+      KeyboardInterrupt anywhere in it leaves a half-made module: numpy's ImportError traceback, nanobind's uncaught
+      C++ exception (abort), or a segmentation fault when the exit collects it;
+    - code that `exec` runs from a string while a module loads (dataclasses' and namedtuple's generated methods):
+      CPython 3.11 marks a KeyboardInterrupt that leaves such an `exec` as unhandled however it is caught after,
+      and the process then ends by SIGINT instead of `stop`'s exit status. Only under an import: a test runner or
+      launcher that runs everything from an exec'd string (execnet's workers) is not that."""
+  in_exec = False
+  while frame is not None:
+    if frame.f_code.co_filename == "<string>" and frame.f_code.co_name == "<module>" and frame.f_back is not None:
+      in_exec = True
+    elif _loading(frame) and (in_exec or isinstance(getattr(frame.f_locals.get("spec"), "loader", None),
+                                                     importlib.machinery.ExtensionFileLoader)):
+      return True
+    frame = frame.f_back
+  return False
 
 
 @contextlib.contextmanager
 def ctrl_c_raises() -> Iterator[None]:
   """Ctrl-C raises KeyboardInterrupt in the command's own code, never in code Python cannot raise from (JAX's
   garbage-collection hook, a finalizer), where it would be printed as an ignored exception and lost, and the command
-  would go on to exit 0, nor in code a C extension's init or `exec` runs (`_native_init`, `_exec_string`: JAX's and
+  would go on to exit 0, nor in code a C extension's init or `exec` runs (`_import_cannot_raise`: JAX's and
   TensorFlow's imports, the first second of every command), where it would crash the process or end it by SIGINT:
   there it is put off until that code has returned. A KeyboardInterrupt that a finalizer
   swallowed all the same reaches the unraisable hook, which raises it again the same way."""
@@ -62,8 +71,10 @@ def ctrl_c_raises() -> Iterator[None]:
 
   def cannot_raise(frame) -> bool:  # the callbacks asked now: JAX adds its own when the command imports it
     codes = {cb.__code__ for cb in gc.callbacks if hasattr(cb, "__code__")} | {on_unraisable.__code__}
+    if _import_cannot_raise(frame):
+      return True
     while frame is not None:
-      if frame.f_code in codes or _native_init(frame) or _exec_string(frame):
+      if frame.f_code in codes:
         return True
       frame = frame.f_back
     return False
