@@ -57,14 +57,13 @@ chromium:
 	fi
 
 # The linter first (seconds; pyproject.toml's [tool.ruff]), then the whole suite (CI), its 30 slowest in the log, on
-# TEST_WORKERS pytest-xdist workers: tests/conftest.py keeps each file on one worker and the session-trained models'
-# tests on one, so that no fixture is built twice. On the 2-core CI machine, 2 workers took pytest from 1,737 s to
-# 1,320 s (fresh clones of one commit, idle); each worker drops JAX's compiled programs after each file, which keeps
-# the two under 12 GiB together. TEST_WORKERS=0 runs it in one process.
+# TEST_WORKERS pytest-xdist workers, a test file to a worker (--dist loadfile: a module fixture is built once; a
+# session-trained model of tests/trained_models.py at most once per worker). Each worker drops JAX's compiled
+# programs after each file (tests/conftest.py). TEST_WORKERS=0 runs it in one process. Measured: README, "Set-up".
 TEST_WORKERS ?= 2
 test: $(STAMP) $(I2D_STAMP) chromium
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30 tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30 tests
 
 # While working: the suite less the `slow` tests (training, Beam, the browser: tests/conftest.py says which), in
 # minutes. `make test` before a push still runs everything. Its in-process compiles at LLVM level 0, as the tests'
@@ -72,7 +71,7 @@ test: $(STAMP) $(I2D_STAMP) chromium
 # test_captioner_contract: 51 and 46 -> 36 and 29 CPU s), and the fast tier passes so; `make test` keeps the default.
 test-fast: $(STAMP)
 	XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0" \
-	  $(PY) -m pytest -q -m "not slow" tests
+	  $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests
 
 clean:
 	rm -rf $(VENV) $(I2D_VENV) workdir

@@ -107,27 +107,12 @@ def _slow_fixture(fixturedef) -> bool:
   return getattr(function, "__module__", None) in SLOW_FIXTURE_MODULES or getattr(function, "capjax_slow", False)
 
 
-def _uses_trained_model(item) -> bool:
-  info = getattr(item, "_fixtureinfo", None)
-  return info is not None and any(
-      getattr(getattr(d, "func", None), "__module__", None) == "trained_models"
-      for name in item.fixturenames for d in info.name2fixturedefs.get(name, ()))
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks it finds
 def pytest_collection_modifyitems(config, items):
   """Marks `slow` every test that uses a slow fixture (the module docstring's rule); `fixturenames` holds the
-  fixtures a test uses through others too.
-
-  Under `pytest -n N --dist loadgroup` (make test), groups the tests so that no fixture is built twice: a file's
-  tests go to one worker (its module fixtures are built once), and every test of a session-trained model
-  (tests/trained_models.py) to one worker (each model is trained once, not once per worker)."""
-  group_by_file = getattr(config.option, "dist", "no") == "loadgroup"
+  fixtures a test uses through others too."""
+  del config
   for item in items:
     info = getattr(item, "_fixtureinfo", None)
-    if group_by_file:
-      name = "trained_models" if _uses_trained_model(item) else item.nodeid.split("::", 1)[0]
-      item.add_marker(pytest.mark.xdist_group(name))
     if info is None or item.get_closest_marker("slow"):
       continue
     if any(_slow_fixture(d) for name in item.fixturenames for d in info.name2fixturedefs.get(name, ())):
