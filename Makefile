@@ -59,7 +59,7 @@ chromium:
 # The linter first (seconds; pyproject.toml's [tool.ruff]), then the whole suite (CI), its 30 slowest in the log, on
 # TEST_WORKERS pytest-xdist workers, a test file to a worker (--dist loadfile: a module fixture is built once; a
 # session-trained model of tests/trained_models.py at most once per worker). Each worker drops JAX's compiled
-# programs after each file (tests/conftest.py). TEST_WORKERS=0 runs it in one process. Measured: README, "Set-up".
+# programs after each file (tests/conftest.py). TEST_WORKERS=0 runs it in one process. Measured: README, "Quickstart".
 TEST_WORKERS ?= 2
 test: $(STAMP) $(I2D_STAMP) chromium
 	$(PY) -m ruff check .
